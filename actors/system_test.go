@@ -1,0 +1,256 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/sweeper"
+	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+func startSystem(t testing.TB, cfg Config) *System {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return s
+}
+
+func hit(id string, limit int64) table.Request {
+	return table.Request{ID: id, Scale: time.Hour, Limit: limit, Hits: 1}
+}
+
+// sameShard returns n distinct ids that all map to the shard of first.
+func sameShard(first string, shards, n int) []string {
+	want := shardOf(first, shards)
+	var ids []string
+	for i := 0; len(ids) < n; i++ {
+		if id := fmt.Sprint(first, "-", i); shardOf(id, shards) == want {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func TestConcurrentChecksAdmitExactlyTheLimit(t *testing.T) {
+	t.Parallel()
+	// A manual clock that never moves keeps every check in one window.
+	s := startSystem(t, Config{Clock: clocktest.New(time.Unix(1_700_000_000, 0))})
+	for round := range 5 {
+		id := fmt.Sprint("key-", round)
+		var allowed, denied atomic.Int64
+		var wg sync.WaitGroup
+		for range 1000 {
+			wg.Go(func() {
+				d, err := s.Check(context.Background(), hit(id, 100))
+				switch {
+				case err != nil:
+					t.Errorf("Check: %v", err)
+				case d.Allowed:
+					allowed.Add(1)
+				default:
+					denied.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if allowed.Load() != 100 || denied.Load() != 900 {
+			t.Fatalf("round %d: got %d allowed and %d denied, want 100 and 900", round, allowed.Load(), denied.Load())
+		}
+	}
+}
+
+func TestInvalidRequestIsRejectedBeforeAnyOwner(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, Config{})
+	_, err := s.Check(context.Background(), table.Request{ID: "k", Scale: 0, Limit: 1, Hits: 1})
+	var fe *table.FieldError
+	if !errors.As(err, &fe) || fe.Field != "scale" {
+		t.Fatalf("got %v, want a FieldError on scale", err)
+	}
+}
+
+func TestCrashedOwnerIsRestartedAndServesOn(t *testing.T) {
+	t.Parallel()
+	const shards = 4
+	ids := sameShard("victim", shards, 2)
+	var other string
+	for i := 0; other == ""; i++ {
+		if id := fmt.Sprint("bystander-", i); shardOf(id, shards) != shardOf(ids[0], shards) {
+			other = id
+		}
+	}
+	s := startSystem(t, Config{Shards: shards, applyHook: func(r table.Request) {
+		if r.ID == "poison" {
+			panic("poisoned request")
+		}
+	}})
+	ctx := context.Background()
+	for range 3 {
+		if _, err := s.Check(ctx, hit(other, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Check(ctx, hit("poison", 10)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("poisoned check: got %v, want ErrUnavailable", err)
+	}
+	for _, id := range append(ids, "poison-free") {
+		if d, err := s.Check(ctx, hit(id, 10)); err != nil || !d.Allowed || d.Count != 1 {
+			t.Fatalf("%s after the crash: got %+v, %v, want its first hit allowed", id, d, err)
+		}
+	}
+	// One-for-one: the other shards kept their tables.
+	if d, err := s.Check(ctx, hit(other, 10)); err != nil || d.Count != 4 {
+		t.Fatalf("bystander in another shard: got %+v, %v, want count 4", d, err)
+	}
+	if got := s.Stats().Restarts; got != 1 {
+		t.Fatalf("got %d restarts, want 1", got)
+	}
+}
+
+func TestCancelledCheckIsNotCounted(t *testing.T) {
+	t.Parallel()
+	const shards = 2
+	ids := sameShard("slow", shards, 2)
+	blocked, release := make(chan struct{}), make(chan struct{})
+	s := startSystem(t, Config{Shards: shards, applyHook: func(r table.Request) {
+		if r.ID == ids[0] {
+			close(blocked)
+			<-release
+		}
+	}})
+	go s.Check(context.Background(), hit(ids[0], 10)) //nolint:errcheck // only blocks the owner
+	<-blocked
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Check(ctx, hit(ids[1], 10))
+		errc <- err
+	}()
+	// The owner is stuck on ids[0], so the check of ids[1] waits in the inbox.
+	q := &s.shards[shardOf(ids[1], shards)].q
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		q.mu.Lock()
+		queued := len(q.pending)
+		q.mu.Unlock()
+		if queued == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the check did not reach the inbox within 10s")
+		}
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	close(release)
+	peek := hit(ids[1], 10)
+	peek.Hits = 0
+	if d, err := s.Check(context.Background(), peek); err != nil || d.Count != 0 {
+		t.Fatalf("peek after the cancelled check: got %+v, %v, want count 0", d, err)
+	}
+	if _, err := s.Check(ctx, hit(ids[1], 10)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("check with a done ctx: got %v, want context.Canceled", err)
+	}
+}
+
+func TestStop(t *testing.T) {
+	t.Parallel()
+	s, err := Start(context.Background(), Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Checks racing with Stop are either answered or refused with ErrStopped.
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			_, err := s.Check(context.Background(), hit(fmt.Sprint("k", i%7), 1000))
+			if err != nil && !errors.Is(err, ErrStopped) {
+				t.Errorf("check during Stop: %v", err)
+			}
+		})
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	wg.Wait()
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if _, err := s.Check(context.Background(), hit("k", 1)); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Check after Stop: got %v, want ErrStopped", err)
+	}
+}
+
+type sweepReports chan SweepReport
+
+func (r sweepReports) SweepDone(rep SweepReport) { r <- rep }
+
+func TestSweeperDeletesOnlyExpiredBuckets(t *testing.T) {
+	t.Parallel()
+	t0 := time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%3_600_000)
+	clock := clocktest.New(t0)
+	reports := make(sweepReports, 4)
+	s := startSystem(t, Config{Shards: 3, Clock: clock, SweepInterval: 10 * time.Second, SweepBatch: 7, SweepObserver: reports})
+	ctx := context.Background()
+	for i := range 100 {
+		if _, err := s.Check(ctx, table.Request{ID: fmt.Sprint("short-", i), Scale: time.Second, Limit: 5, Hits: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if _, err := s.Check(ctx, hit("open", 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.Stats().Buckets; got != 101 {
+		t.Fatalf("got %d buckets, want 101", got)
+	}
+	clock.BlockUntil(1)
+	clock.Advance(10 * time.Second)
+	var rep SweepReport
+	select {
+	case rep = <-reports:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no sweep report within 10s")
+	}
+	if rep.Deleted != 100 || !rep.Complete || rep.Batches < 100/7 {
+		t.Fatalf("got %+v, want 100 deleted in at least %d bounded batches, complete", rep, 100/7)
+	}
+	if got := s.Stats().Buckets; got != 1 {
+		t.Fatalf("got %d buckets after the sweep, want the 1 open one", got)
+	}
+	if d, err := s.Check(ctx, hit("open", 3)); err != nil || d.Allowed || d.Count != 3 {
+		t.Fatalf("open window after the sweep: got %+v, %v, want denied at count 3", d, err)
+	}
+}
+
+func TestConfigIsValidated(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{{Shards: -1}, {Shards: MaxShards + 1}, {BucketTTL: -time.Second}, {SweepBatch: -1}} {
+		if _, err := Start(context.Background(), cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: got %v, want ErrConfig", cfg, err)
+		}
+	}
+}
+
+var _ sweeper.Observer = sweepReports(nil)

@@ -1,0 +1,383 @@
+// Command ratelimitd is the rate-limiting server: it answers
+// GET/POST /check_rate, /healthz and /metrics over HTTP (see package api),
+// counting in an embedded actor system (see package actors).
+//
+// Usage:
+//
+//	ratelimitd [flags]
+//
+// Flags (also accepted with a single dash):
+//
+//	--listen ADDR             address to serve HTTP on (default 127.0.0.1:8080; port 0 picks a free one)
+//	--sweep-interval DUR      how often expired buckets are swept (default 10s)
+//	--bucket-ttl DUR          keep idle buckets this much longer after they expire (default 0)
+//	--shards N                shard owners; 0 means 4 × GOMAXPROCS (default 0)
+//	--deny-status CODE        status of a denied check: 413 or 429 (default 413)
+//	--log-format FORMAT       text or json (default text)
+//	--log-level LEVEL         debug, info, warn or error (default info)
+//	--shutdown-timeout DUR    how long to drain HTTP requests, and then the actors, on shutdown (default 10s)
+//	--version                 print the version and exit
+//
+// Logs are structured (log/slog) and go to standard error. Once the listener
+// is open, the daemon logs msg=listening with addr set to the bound address.
+// SIGINT or SIGTERM starts a graceful shutdown: the HTTP server stops
+// accepting and drains in-flight requests, then the actor system stops, each
+// step within --shutdown-timeout. Further signals meanwhile are ignored.
+//
+// Exit status: 0 after a clean shutdown (or --version, --help), 1 when the
+// daemon could not start or stop cleanly, 2 for invalid flags (nothing is
+// started then).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api"
+)
+
+// Exit codes of run.
+const (
+	exitOK      = 0
+	exitFailure = 1 // could not start, or could not stop cleanly
+	exitUsage   = 2 // invalid flags; nothing was started
+)
+
+// Timeouts and limits of the HTTP server. They are not flags: they bound
+// abuse (slowloris, huge headers), not normal use.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+func main() {
+	// SIGINT and SIGTERM stay caught until exit: a second one during the
+	// shutdown (bounded by --shutdown-timeout) cannot cut the actors' stop short.
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is what the flags say.
+type config struct {
+	listen          string
+	sweepInterval   time.Duration
+	bucketTTL       time.Duration
+	shards          int
+	denyStatus      int
+	logFormat       string
+	logLevel        slog.Level
+	shutdownTimeout time.Duration
+	version         bool
+}
+
+// run is the daemon: it parses args, starts the actor system and the HTTP
+// server, and serves until ctx is done; then it shuts down gracefully. It
+// returns the process exit code. Logs go to stderr; only --version and
+// --help write to stdout.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case err != nil:
+		return exitUsage
+	case cfg.version:
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
+	}
+
+	log := newLogger(stderr, cfg.logFormat, cfg.logLevel)
+	log.Info("starting",
+		"version", moduleVersion(),
+		"go", runtime.Version(),
+		"shards", cfg.shards,
+		"sweep_interval", cfg.sweepInterval,
+		"bucket_ttl", cfg.bucketTTL,
+		"deny_status", cfg.denyStatus,
+	)
+
+	metrics := api.NewMetrics()
+	sys, err := actors.Start(ctx, actors.Config{
+		Shards:        cfg.shards,
+		SweepInterval: cfg.sweepInterval,
+		BucketTTL:     cfg.bucketTTL,
+		Logger:        log.With("component", "actors"),
+		SweepObserver: metrics,
+	})
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			log.Info("stopped while starting", "cause", context.Cause(ctx))
+			return exitOK
+		}
+		log.Error("cannot start the actor system", "err", err)
+		return exitFailure
+	}
+	// From here on every return path stops sys.
+	metrics.Observe(sys)
+
+	handler, err := api.NewHandler(sys, api.Options{
+		DenyStatus: cfg.denyStatus,
+		Metrics:    metrics,
+		Logger:     log.With("component", "api"),
+	})
+	if err != nil {
+		log.Error("cannot build the HTTP handler", "err", err)
+		stopActors(log, sys, cfg.shutdownTimeout)
+		return exitFailure
+	}
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		log.Error("cannot listen", "addr", cfg.listen, "err", err)
+		stopActors(log, sys, cfg.shutdownTimeout)
+		return exitFailure
+	}
+	if log.Enabled(ctx, slog.LevelDebug) {
+		handler = api.AccessLog(log.With("component", "http"), handler)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
+	}
+	log.Info("listening", "addr", ln.Addr().String())
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	code := exitOK
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "cause", context.Cause(ctx), "timeout", cfg.shutdownTimeout)
+	case serveErr = <-served:
+		// Serve returns before Shutdown only on a failure to accept.
+		log.Error("HTTP server failed; shutting down", "err", serveErr)
+		code = exitFailure
+	}
+
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
+	err = srv.Shutdown(shutdownCtx)
+	cancel()
+	if err != nil {
+		log.Warn("HTTP server did not drain in time; closing the remaining connections", "err", err)
+		_ = srv.Close()
+	}
+	if serveErr == nil {
+		// Shutdown has closed the listener, so Serve returns (ErrServerClosed).
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			log.Error("HTTP server failed", "err", err)
+			code = exitFailure
+		}
+	}
+	log.Info("HTTP server stopped")
+
+	if !stopActors(log, sys, cfg.shutdownTimeout) {
+		code = exitFailure
+	}
+	log.Info("stopped", "exit_code", code)
+	return code
+}
+
+// stopActors stops sys within timeout and logs the outcome. It reports
+// whether sys stopped cleanly.
+func stopActors(log *slog.Logger, sys *actors.System, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := sys.Stop(ctx); err != nil {
+		log.Error("actor system did not stop cleanly", "err", err)
+		return false
+	}
+	log.Info("actor system stopped")
+	return true
+}
+
+// newLogger returns a slog.Logger writing format ("text" or "json") to w.
+// Both handlers quote or escape attribute values, so a client-supplied value
+// logged as an attribute cannot forge a log line.
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// parseFlags parses args into a config. On invalid flags it writes a message
+// naming the flag and the usage to stderr and returns an error; on -h or
+// --help it writes the usage and returns flag.ErrHelp.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	cfg := config{
+		listen:          "127.0.0.1:8080",
+		sweepInterval:   10 * time.Second,
+		denyStatus:      http.StatusRequestEntityTooLarge,
+		logFormat:       "text",
+		logLevel:        slog.LevelInfo,
+		shutdownTimeout: 10 * time.Second,
+	}
+	fs := flag.NewFlagSet("ratelimitd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: ratelimitd [flags]\n\nA rate-limiting HTTP server. Flags may be written with one or two dashes.\n\n")
+		fs.PrintDefaults()
+	}
+
+	fs.Func("listen", "`address` (host:port) to serve HTTP on; port 0 picks a free port (default 127.0.0.1:8080)", func(s string) error {
+		if err := checkListenAddr(s); err != nil {
+			return err
+		}
+		cfg.listen = s
+		return nil
+	})
+	durationFlag(fs, &cfg.sweepInterval, "sweep-interval", "how often expired buckets are swept, a positive `duration`", false)
+	durationFlag(fs, &cfg.bucketTTL, "bucket-ttl", "keep idle buckets this much longer after they expire, for inspection (a `duration`; never shorter)", true)
+	durationFlag(fs, &cfg.shutdownTimeout, "shutdown-timeout", "on SIGINT or SIGTERM, how long to drain in-flight HTTP requests, and then to stop the actors (a positive `duration`)", false)
+	fs.Func("shards", "`number` of shard owners, 0 to "+strconv.Itoa(actors.MaxShards)+"; 0 means 4 × GOMAXPROCS (default 0)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > actors.MaxShards {
+			return fmt.Errorf("must be an integer from 0 to %d", actors.MaxShards)
+		}
+		cfg.shards = n
+		return nil
+	})
+	fs.Func("deny-status", "HTTP `status` of a denied check: 413 or 429 (default 413)", func(s string) error {
+		switch s {
+		case "413":
+			cfg.denyStatus = http.StatusRequestEntityTooLarge
+		case "429":
+			cfg.denyStatus = http.StatusTooManyRequests
+		default:
+			return errors.New("must be 413 or 429")
+		}
+		return nil
+	})
+	fs.Func("log-format", "log `format`: text or json (default text)", func(s string) error {
+		switch s {
+		case "text", "json":
+			cfg.logFormat = s
+			return nil
+		}
+		return errors.New("must be text or json")
+	})
+	fs.Func("log-level", "log `level`: debug, info, warn or error (default info)", func(s string) error {
+		switch strings.ToLower(s) {
+		case "debug":
+			cfg.logLevel = slog.LevelDebug
+		case "info":
+			cfg.logLevel = slog.LevelInfo
+		case "warn":
+			cfg.logLevel = slog.LevelWarn
+		case "error":
+			cfg.logLevel = slog.LevelError
+		default:
+			return errors.New("must be debug, info, warn or error")
+		}
+		return nil
+	})
+	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
+
+	if err := fs.Parse(args); err != nil {
+		// flag has already written the error, naming the flag, and the usage.
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		err := fmt.Errorf("unexpected argument %q: ratelimitd takes flags only", fs.Arg(0))
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+// durationFlag defines a duration flag on fs that rejects negative values
+// and, unless zeroOK, zero.
+func durationFlag(fs *flag.FlagSet, p *time.Duration, name, usage string, zeroOK bool) {
+	usage = fmt.Sprintf("%s (default %v)", usage, *p)
+	fs.Func(name, usage, func(s string) error {
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			return errors.New("must be a duration such as 500ms, 10s or 1m")
+		case d < 0 || (d == 0 && !zeroOK):
+			if zeroOK {
+				return errors.New("must not be negative")
+			}
+			return errors.New("must be positive")
+		}
+		*p = d
+		return nil
+	})
+}
+
+// checkListenAddr reports whether s is a host:port that net.Listen("tcp")
+// could accept: the host may be empty, a name or an IP; the port a number
+// from 0 to 65535 or a service name.
+func checkListenAddr(s string) error {
+	// The messages never repeat s: flag quotes it already, and a raw value
+	// could hold a newline.
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		reason := "malformed"
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			reason = ae.Err
+		}
+		return fmt.Errorf("must be host:port, such as 127.0.0.1:8080 or :8080 (%s)", reason)
+	}
+	if strings.ContainsAny(host, " \t\r\n/") {
+		return errors.New("must be host:port with a host name or IP address")
+	}
+	if port == "" {
+		return errors.New("must be host:port with a port; use port 0 for any free port")
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return errors.New("must be host:port with a port from 0 to 65535 or a known service name")
+	}
+	return nil
+}
+
+// versionString returns "ratelimitd VERSION (GOVERSION)", for --version.
+func versionString() string {
+	return fmt.Sprintf("ratelimitd %s (%s)", moduleVersion(), runtime.Version())
+}
+
+// moduleVersion returns the module version the binary was built from (as
+// with go install …@v1.2.3), else "devel-" and the VCS revision it was built
+// from, else "devel".
+func moduleVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			return "devel-" + s.Value
+		}
+	}
+	return "devel"
+}

@@ -1,0 +1,143 @@
+package table
+
+import (
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// mutexCounter is the baseline every limiter is measured against: a fixed
+// window counter in a map behind a mutex, the smallest thing that works.
+type mutexCounter struct {
+	mu sync.Mutex
+	m  map[mutexKey]int64
+}
+
+type mutexKey struct {
+	window int64
+	id     string
+}
+
+func (c *mutexCounter) allow(id string, scaleMs, limit int64, now time.Time) bool {
+	k := mutexKey{window: now.UnixMilli() / scaleMs, id: id}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.m[k]
+	if n >= limit {
+		return false
+	}
+	c.m[k] = n + 1
+	return true
+}
+
+func benchIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "user-" + strconv.Itoa(i*7919)
+	}
+	return ids
+}
+
+// BenchmarkApply compares Table.Apply with the map+mutex baseline at 1k and 1M
+// keys, all in one run: ns/op of each and their ratio.
+func BenchmarkApply(b *testing.B) {
+	for _, keys := range []int{1_000, 1_000_000} {
+		if keys > 1000 && testing.Short() {
+			continue
+		}
+		ids := benchIDs(keys)
+		now := time.UnixMilli(1_700_000_000_000)
+		b.Run("keys="+strconv.Itoa(keys)+"/baseline=map+mutex", func(b *testing.B) {
+			c := &mutexCounter{m: make(map[mutexKey]int64)}
+			for _, id := range ids {
+				c.allow(id, 3_600_000, 1<<40, now)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c.allow(ids[i%keys], 3_600_000, 1<<40, now)
+			}
+		})
+		b.Run("keys="+strconv.Itoa(keys)+"/table", func(b *testing.B) {
+			t := New(Config{})
+			req := Request{Scale: time.Hour, Limit: 1 << 40, Hits: 1}
+			for _, id := range ids {
+				req.ID = id
+				t.Apply(req, now)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				req.ID = ids[i%keys]
+				if !t.Apply(req, now).Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMemoryPerBucket reports the heap held per live bucket at 1M
+// buckets (all indexes included), after GC, with and without the id bytes.
+func BenchmarkMemoryPerBucket(b *testing.B) {
+	const n = 1_000_000
+	ids := benchIDs(n)
+	idBytes := 0
+	for _, id := range ids {
+		idBytes += len(id)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	for i := 0; i < b.N; i++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		t := New(Config{})
+		for _, id := range ids {
+			t.Apply(Request{ID: id, Scale: time.Hour, Limit: 10, Hits: 1}, now)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if t.Len() != n {
+			b.Fatalf("got %d buckets, want %d", t.Len(), n)
+		}
+		perBucket := float64(after.HeapAlloc-before.HeapAlloc) / n
+		b.ReportMetric(perBucket, "B/bucket")
+		b.ReportMetric(perBucket-float64(idBytes)/n, "B/bucket-excl-id")
+		runtime.KeepAlive(t)
+	}
+}
+
+// BenchmarkDeleteExpired shows the sweep's cost follows what expires, not the
+// table: 10k expired buckets are deleted beside 10k or 1M live ones.
+func BenchmarkDeleteExpired(b *testing.B) {
+	const expired = 10_000
+	for _, live := range []int{10_000, 1_000_000} {
+		if live > 10_000 && testing.Short() {
+			continue
+		}
+		b.Run("live="+strconv.Itoa(live), func(b *testing.B) {
+			now := time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%3_600_000)
+			t := New(Config{})
+			for _, id := range benchIDs(live) {
+				t.Apply(Request{ID: id, Scale: time.Hour, Limit: 10, Hits: 1}, now)
+			}
+			ids := benchIDs(expired)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				base := now.Add(time.Duration(i) * time.Second)
+				for _, id := range ids {
+					t.Apply(Request{ID: id, Scale: time.Second, Limit: 10, Hits: 1}, base)
+				}
+				b.StartTimer()
+				if got := t.DeleteExpired(base.Add(time.Second), expired); got != expired {
+					b.Fatalf("deleted %d, want %d", got, expired)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*expired), "ns/deleted")
+		})
+	}
+}
