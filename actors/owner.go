@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -44,14 +45,15 @@ func (q *inbox) push(c *call) (kick bool, err error) {
 }
 
 // take returns everything queued and leaves spare (emptied) in its place.
-// Only when nothing is queued does it clear scheduled: until then the owner
-// is still draining, and pushers need not send another drainMessage.
-func (q *inbox) take(spare []*call) []*call {
+// If nothing is queued and settle is set, it clears scheduled, so that the
+// next push sends a drainMessage; until then the owner is still draining
+// and pushers need not send one.
+func (q *inbox) take(spare []*call, settle bool) []*call {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	batch := q.pending
 	q.pending = spare[:0]
-	if len(batch) == 0 {
+	if settle && len(batch) == 0 {
 		q.scheduled = false
 	}
 	return batch
@@ -84,11 +86,18 @@ func newOwner(sh *shard, cfg *Config) *owner {
 func (o *owner) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case drainMessage:
-		for served := 0; ; {
-			n := o.drain(c)
-			if n == 0 {
-				break // the inbox was empty, and the next push sends a drainMessage
+		for served, last := 0, 0; ; {
+			n := o.drain(c, last <= 1)
+			if n == 0 && last <= 1 {
+				break // settled: the next push sends a drainMessage
 			}
+			if n == 0 {
+				// Checks were arriving together: let the callers that are
+				// ready run and queue theirs, so that the next batch is a
+				// batch, not one drainMessage each. Then settle.
+				runtime.Gosched()
+			}
+			last = n
 			if served += n; served >= drainQuantum {
 				// Let the mailbox serve sweeps between slices of a long drain.
 				c.Send(c.Self(), drainMessage{})
@@ -112,8 +121,8 @@ func (o *owner) Receive(c actor.Context) {
 const drainQuantum = 4096
 
 // drain answers one batch of queued checks and returns its size.
-func (o *owner) drain(c actor.Context) int {
-	batch := o.sh.q.take(o.spare)
+func (o *owner) drain(c actor.Context, settle bool) int {
+	batch := o.sh.q.take(o.spare, settle)
 	o.spare = nil
 	answered := 0
 	defer func() {

@@ -255,7 +255,7 @@ func (s *System) stop(ctx context.Context) error {
 	}
 	// Whatever an owner did not take before it stopped is answered here.
 	for _, sh := range s.shards {
-		for _, c := range sh.q.take(nil) {
+		for _, c := range sh.q.take(nil, true) {
 			c.fail(ErrStopped)
 		}
 	}
