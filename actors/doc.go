@@ -10,12 +10,14 @@
 //
 // Check validates the request, hashes the id (FNV-1a, stable across
 // processes) to one of Config.Shards shards, and queues the check in that
-// shard's inbox. The first check queued into an empty inbox sends the owner
+// shard's inbox. The first check queued into an idle inbox sends the owner
 // one mailbox message; the owner then takes everything queued at once,
-// applies it to its table with one reading of the clock, and answers each
-// caller through a channel the caller waits on. There is no future and no
-// allocation per check, and under load one mailbox message carries a whole
-// batch. Each owner's mailbox runs on a goroutine of its own.
+// applies it to its table with one reading of the clock, answers each
+// caller through a channel the caller waits on, and takes again until the
+// inbox stays empty (at most 4096 checks per message, so sweeps get their
+// turn). There is no future and no allocation per check, and under load one
+// mailbox message carries many batches. Each owner's mailbox runs on a
+// goroutine of its own.
 //
 // A sweeper actor asks every owner, every Config.SweepInterval, to delete
 // the buckets that expired, at most Config.SweepBatch per message, so checks

@@ -102,5 +102,5 @@ type Decision struct {
 	Limit      int64         // the limit the request was checked against
 	Remaining  int64         // Limit - Count, never negative
 	ResetAfter time.Duration // until the current window ends and the count starts again
-	RetryAfter time.Duration // on a denial, until a retry of the same request can be admitted; 0 when allowed
+	RetryAfter time.Duration // on a denial, until the window ends and the count starts again; 0 when allowed
 }
