@@ -254,3 +254,51 @@ func TestConfigIsValidated(t *testing.T) {
 }
 
 var _ sweeper.Observer = sweepReports(nil)
+
+// TestInboxSendsOneDrainMessagePerDrain pins the inbox protocol: only a push
+// into an idle inbox asks for a drainMessage, and the inbox turns idle only
+// when the owner settles on finding it empty, so no check is ever left
+// without a drainMessage on its way.
+func TestInboxSendsOneDrainMessagePerDrain(t *testing.T) {
+	t.Parallel()
+	var q inbox
+	push := func() bool {
+		kick, err := q.push(&call{})
+		if err != nil {
+			t.Fatalf("push: %v", err)
+		}
+		return kick
+	}
+	if !push() {
+		t.Fatal("first push into an idle inbox: got no kick, want one")
+	}
+	if push() {
+		t.Fatal("second push before any take: got a kick, want none (one is on its way)")
+	}
+	if got := len(q.take(nil, false)); got != 2 {
+		t.Fatalf("take: got %d checks, want 2", got)
+	}
+	if push() {
+		t.Fatal("push while the owner is still draining: got a kick, want none")
+	}
+	if got := len(q.take(nil, true)); got != 1 {
+		t.Fatalf("take: got %d checks, want 1", got)
+	}
+	if got := len(q.take(nil, false)); got != 0 {
+		t.Fatalf("take of an empty inbox: got %d checks, want 0", got)
+	}
+	if push() {
+		t.Fatal("push after an unsettled empty take: got a kick, want none (the owner will settle)")
+	}
+	q.take(nil, true)
+	if got := len(q.take(nil, true)); got != 0 {
+		t.Fatalf("settling take: got %d checks, want 0", got)
+	}
+	if !push() {
+		t.Fatal("push after the owner settled: got no kick, want one")
+	}
+	q.close()
+	if _, err := q.push(&call{}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("push into a closed inbox: got %v, want ErrStopped", err)
+	}
+}
