@@ -34,7 +34,10 @@ type Swept struct {
 
 // Report describes one finished sweep round over every owner.
 type Report struct {
-	Deleted  int           // buckets deleted in the round
+	// Deleted counts the buckets deleted in the round, plus those reported
+	// since the last Report by late answers to a round cut short, so the sum
+	// of Deleted over all Reports is every bucket the owners swept.
+	Deleted  int
 	Batches  int           // Sweep messages the round took
 	Duration time.Duration // from the start of the round to the last answer
 	Complete bool          // false when the round was cut short by the next tick
@@ -90,6 +93,7 @@ type sweeper struct {
 	outstanding int
 	deleted     int
 	batches     int
+	late        int // deleted by answers to a round given up, not yet reported
 }
 
 func (s *sweeper) Receive(c actor.Context) {
@@ -100,15 +104,21 @@ func (s *sweeper) Receive(c actor.Context) {
 		if s.timer != nil {
 			s.timer.Stop()
 		}
+		if s.outstanding > 0 || s.late > 0 {
+			s.finish(false, "stop") // report what was deleted before the stop
+		}
 	case tick:
 		if s.outstanding > 0 {
-			s.finish(false)
+			s.finish(false, "next tick")
 		}
 		s.begin(c)
 		s.schedule(c)
 	case *Swept:
 		if m.Round != s.round || s.outstanding == 0 || m.Target < 0 || m.Target >= len(s.cfg.Targets) {
-			return // an answer to a round already given up
+			// An answer to a round already given up: not asked again, but
+			// what it deleted is gone and goes in the next Report.
+			s.late += max(m.Deleted, 0)
+			return
 		}
 		s.deleted += m.Deleted
 		if m.More {
@@ -116,7 +126,7 @@ func (s *sweeper) Receive(c actor.Context) {
 			return
 		}
 		if s.outstanding--; s.outstanding == 0 {
-			s.finish(true)
+			s.finish(true, "")
 		}
 	}
 }
@@ -136,7 +146,7 @@ func (s *sweeper) begin(c actor.Context) {
 		s.ask(c, i)
 	}
 	if s.outstanding == 0 {
-		s.finish(true)
+		s.finish(true, "")
 	}
 }
 
@@ -145,11 +155,12 @@ func (s *sweeper) ask(c actor.Context, target int) {
 	c.Request(s.cfg.Targets[target], &Sweep{Round: s.round, Target: target, Now: s.now, Max: s.cfg.Batch})
 }
 
-func (s *sweeper) finish(complete bool) {
-	r := Report{Deleted: s.deleted, Batches: s.batches, Duration: s.cfg.Clock.Now().Sub(s.start), Complete: complete}
-	s.outstanding = 0
+// finish reports the round; cut names what cut an incomplete round short.
+func (s *sweeper) finish(complete bool, cut string) {
+	r := Report{Deleted: s.deleted + s.late, Batches: s.batches, Duration: s.cfg.Clock.Now().Sub(s.start), Complete: complete}
+	s.outstanding, s.deleted, s.late, s.batches = 0, 0, 0, 0
 	if !complete {
-		s.cfg.Logger.Warn("sweep round cut short by the next tick", "round", s.round, "deleted", r.Deleted)
+		s.cfg.Logger.Warn("sweep round cut short", "by", cut, "round", s.round, "deleted", r.Deleted)
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.SweepDone(r)

@@ -20,6 +20,7 @@ type fakeOwner struct {
 	asked  []time.Time
 	asks   chan struct{} // one value per Sweep received
 	silent bool          // never answer, like an owner that crashed mid-round
+	gate   chan struct{} // if set, each answer waits for a value: a slow owner
 }
 
 func newOwner(stock int, silent bool) *fakeOwner {
@@ -38,6 +39,9 @@ func (o *fakeOwner) Receive(c actor.Context) {
 	silent := o.silent
 	o.mu.Unlock()
 	o.asks <- struct{}{}
+	if o.gate != nil {
+		<-o.gate
+	}
 	if !silent {
 		c.Respond(&sweeper.Swept{Round: m.Round, Target: m.Target, Deleted: n, More: n == m.Max})
 	}
@@ -134,5 +138,31 @@ func waitAsked(t *testing.T, o *fakeOwner) {
 	case <-o.asks:
 	case <-time.After(10 * time.Second):
 		t.Fatal("owner not asked to sweep within 10s")
+	}
+}
+
+// TestLateAnswersAreReported: an owner too slow to answer before the next
+// tick still deleted what it says; the round is reported cut short, and the
+// late deletions go in the next Report, so the Reports add up to every
+// bucket swept.
+func TestLateAnswersAreReported(t *testing.T) {
+	t.Parallel()
+	clock := clocktest.New(time.Unix(1_700_000_000, 0))
+	slow, fast := newOwner(7, false), newOwner(5, false)
+	slow.gate = make(chan struct{}, 2)
+	rep := start(t, clock, 100, slow, fast)
+
+	clock.Advance(10 * time.Second)
+	waitAsked(t, slow)
+	waitAsked(t, fast)
+	clock.BlockUntil(1)
+	clock.Advance(10 * time.Second) // slow has not answered round 1
+	if got := rep.next(t); got.Complete || got.Deleted != 5 || got.Batches != 2 {
+		t.Fatalf("round 1: got %+v, want incomplete, 5 deleted, 2 batches", got)
+	}
+	slow.gate <- struct{}{} // the late answer to round 1: 7 deleted
+	slow.gate <- struct{}{} // its answer to round 2: nothing left
+	if got := rep.next(t); !got.Complete || got.Deleted != 7 || got.Batches != 2 {
+		t.Fatalf("round 2: got %+v, want complete with the 7 deleted late, 2 batches", got)
 	}
 }
