@@ -60,23 +60,94 @@ func BenchmarkApply(b *testing.B) {
 				c.allow(ids[i%keys], 3_600_000, 1<<40, now)
 			}
 		})
-		b.Run("keys="+strconv.Itoa(keys)+"/table", func(b *testing.B) {
-			t := New(Config{})
-			req := Request{Scale: time.Hour, Limit: 1 << 40, Hits: 1}
-			for _, id := range ids {
-				req.ID = id
-				t.Apply(req, now)
+		for _, tracked := range []bool{false, true} {
+			name := "/table"
+			if tracked {
+				// As a journaled owner runs it: changes tracked, and
+				// encoded every 64 checks (a batch).
+				name = "/table+changes"
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				req.ID = ids[i%keys]
-				if !t.Apply(req, now).Allowed {
-					b.Fatal("denied")
+			b.Run("keys="+strconv.Itoa(keys)+name, func(b *testing.B) {
+				t := New(Config{TrackChanges: tracked})
+				req := Request{Scale: time.Hour, Limit: 1 << 40, Hits: 1}
+				for _, id := range ids {
+					req.ID = id
+					t.Apply(req, now)
 				}
-			}
-		})
+				encoded := 0
+				sink := func(rec []byte) error { encoded += len(rec); return nil }
+				_ = t.Changes(sink)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					req.ID = ids[i%keys]
+					if !t.Apply(req, now).Allowed {
+						b.Fatal("denied")
+					}
+					if tracked && i%64 == 63 {
+						_ = t.Changes(sink)
+					}
+				}
+			})
+		}
 	}
+}
+
+// BenchmarkRestore measures recovery from records: a Frozen snapshot of 1M
+// buckets (100k under -short) replayed into an empty table.
+func BenchmarkRestore(b *testing.B) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	src := New(Config{})
+	for _, id := range benchIDs(n) {
+		src.Apply(Request{ID: id, Scale: time.Hour, Limit: 10, Hits: 3}, now)
+	}
+	var recs [][]byte
+	f := src.Freeze(now)
+	_ = f.Records(func(rec []byte) error { recs = append(recs, append([]byte(nil), rec...)); return nil })
+	src.Thaw(f)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t := New(Config{})
+		for _, rec := range recs {
+			if err := t.Restore(rec, now); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if t.Len() != n {
+			b.Fatalf("restored %d buckets, want %d", t.Len(), n)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "buckets/s")
+}
+
+// BenchmarkFreezeRecords measures writing a snapshot: Freeze 1M buckets
+// (100k under -short) and encode every record.
+func BenchmarkFreezeRecords(b *testing.B) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	t := New(Config{})
+	for _, id := range benchIDs(n) {
+		t.Apply(Request{ID: id, Scale: time.Hour, Limit: 10, Hits: 3}, now)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	size := 0
+	for i := 0; i < b.N; i++ {
+		f := t.Freeze(now)
+		size = 0
+		_ = f.Records(func(rec []byte) error { size += len(rec); return nil })
+		t.Thaw(f)
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "buckets/s")
+	b.ReportMetric(float64(size)/float64(n), "B/record")
 }
 
 // BenchmarkMemoryPerBucket reports the heap held per live bucket at 1M

@@ -43,6 +43,9 @@ const (
 	FixedWindow Algorithm = iota
 )
 
+// valid reports whether a is one of the algorithms.
+func (a Algorithm) valid() bool { return a == FixedWindow }
+
 // String returns the wire name of a, e.g. "fixed_window".
 func (a Algorithm) String() string {
 	switch a {
@@ -89,7 +92,7 @@ func (r *Request) Validate() error {
 		return &FieldError{Field: "limit", Rule: "must not be negative"}
 	case r.Hits < 0:
 		return &FieldError{Field: "hits", Rule: "must not be negative"}
-	case r.Algorithm != FixedWindow:
+	case !r.Algorithm.valid():
 		return &FieldError{Field: "algorithm", Rule: "must be one of: fixed_window"}
 	}
 	return nil

@@ -15,6 +15,9 @@ type Config struct {
 	// inspection. It can only delay deletion, never hasten it. Zero deletes a
 	// bucket as soon as it can no longer change a decision.
 	BucketTTL time.Duration
+	// TrackChanges makes the table remember which buckets each Apply
+	// changed, for Changes to report (a journal writes them).
+	TrackChanges bool
 }
 
 // Table holds the buckets of every id. It is not safe for concurrent use:
@@ -36,6 +39,11 @@ type Table struct {
 	seed  maphash.Seed
 	ttlMs int64
 	nowNs int64 // the latest time seen, in Unix nanoseconds
+
+	track   bool
+	dirty   []uint64 // bit per slot: changed since the last Changes
+	changed []item   // the buckets whose dirty bit is set, in the order first changed
+	rec     []byte   // record buffer reused by Changes
 }
 
 // item is one bucket's key in the ordered table. It is fixed-size so that
@@ -87,6 +95,7 @@ func New(cfg Config) *Table {
 		groups: make(map[groupKey]*group),
 		seed:   maphash.MakeSeed(),
 		ttlMs:  int64((cfg.BucketTTL + time.Millisecond - 1) / time.Millisecond),
+		track:  cfg.TrackChanges,
 	}
 	opts := btree.Options{NoLocks: true, Degree: 128}
 	t.tree = btree.NewBTreeGOptions(t.less, opts)
@@ -156,11 +165,12 @@ func (t *Table) Apply(req Request, now time.Time) Decision {
 		it, ok := t.tree.Get(mkItem(g.id, b, h, probeSlot))
 		t.probe = ""
 		if ok {
-			s := t.slots.at(it.slot())
-			d := decideFixed(s.count, &req, reset)
+			d := decideFixed(t.slots.at(it.slot()).count, &req, reset)
 			if d.Allowed && req.Hits > 0 {
+				s := t.slots.mut(it.slot())
 				s.count = d.Count
 				s.modified = ms
+				t.mark(it)
 			}
 			return d
 		}
@@ -175,13 +185,19 @@ func (t *Table) Apply(req Request, now time.Time) Decision {
 	idx := t.slots.alloc()
 	// Clone the id: the caller's string may be a slice of something much
 	// larger (a request line) that the table must not keep alive.
-	*t.slots.at(idx) = slot{id: strings.Clone(req.ID), count: d.Count, created: ms, modified: ms}
-	t.tree.SetHint(mkItem(g.id, b, h, idx), &t.hint)
-	g.n++
-	if !g.indexed || b < g.minBucket {
-		t.reindex(g, b)
-	}
+	*t.slots.mut(idx) = slot{id: strings.Clone(req.ID), count: d.Count, created: ms, modified: ms}
+	t.insert(g, mkItem(g.id, b, h, idx))
 	return d
+}
+
+// insert puts the new bucket it of group g in the table and the change log.
+func (t *Table) insert(g *group, it item) {
+	t.tree.SetHint(it, &t.hint)
+	g.n++
+	if !g.indexed || it.bucket < g.minBucket {
+		t.reindex(g, it.bucket)
+	}
+	t.mark(it)
 }
 
 // decideFixed is the fixed-window rule for a window already holding count hits.
@@ -260,6 +276,7 @@ func (t *Table) DeleteExpired(now time.Time, max int) int {
 			if it.gid() != g.id || it.bucket >= cut || deleted >= max {
 				return btree.Stop
 			}
+			t.unmark(it.slot())
 			t.slots.release(it.slot())
 			g.n--
 			deleted++

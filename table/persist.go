@@ -1,0 +1,203 @@
+package table
+
+import (
+	"hash/maphash"
+	"time"
+
+	"github.com/tidwall/btree"
+)
+
+// This file is what a journal needs from the table: the buckets each batch
+// changed (Changes), a consistent copy of the whole table that another
+// goroutine can write out while the owner goes on (Freeze), and the way back
+// from records to buckets (Restore).
+
+// mark records that bucket it changed, for Changes.
+func (t *Table) mark(it item) {
+	if !t.track {
+		return
+	}
+	i := it.slot()
+	w := int(i / 64)
+	if w >= len(t.dirty) {
+		t.dirty = append(t.dirty, make([]uint64, w+1-len(t.dirty))...)
+	}
+	if t.dirty[w]&(1<<(i%64)) != 0 {
+		return
+	}
+	t.dirty[w] |= 1 << (i % 64)
+	t.changed = append(t.changed, it)
+}
+
+// unmark forgets a change to a slot about to be released. A slot is released
+// with its change still unreported only after Changes failed (the journal
+// could not take it), and only because the bucket expired, so nothing needs
+// to be written for it any more.
+func (t *Table) unmark(i uint32) {
+	if !t.track || int(i/64) >= len(t.dirty) || t.dirty[i/64]&(1<<(i%64)) == 0 {
+		return
+	}
+	t.dirty[i/64] &^= 1 << (i % 64)
+	for k, it := range t.changed {
+		if it.slot() == i {
+			t.changed = append(t.changed[:k], t.changed[k+1:]...)
+			break
+		}
+	}
+}
+
+// Changes calls fn with the record of every bucket changed since the last
+// call, each once, holding the bucket's full current state. The record is
+// only valid during the call. If fn returns an error, Changes stops and
+// returns it, and the buckets not yet reported (the failed one included)
+// stay changed for the next call: a journal that could not take them gets
+// them again. Changes reports nothing unless Config.TrackChanges is set.
+func (t *Table) Changes(fn func(rec []byte) error) error {
+	for k, it := range t.changed {
+		i := it.slot()
+		t.rec = appendRecord(t.rec[:0], recordPut, t.byID[it.gid()].key, it.bucket, t.slots.at(i))
+		if err := fn(t.rec); err != nil {
+			t.changed = t.changed[:copy(t.changed, t.changed[k:])]
+			return err
+		}
+		t.dirty[i/64] &^= 1 << (i % 64)
+	}
+	t.changed = t.changed[:0]
+	return nil
+}
+
+// Pending returns how many changed buckets Changes has yet to report.
+func (t *Table) Pending() int { return len(t.changed) }
+
+// expired reports whether a bucket of group k in window w can no longer
+// change a decision at nowMs, the TTL included.
+func (t *Table) expired(k groupKey, w, nowMs int64) bool {
+	return (w+1)*k.scaleMs+t.ttlMs <= nowMs
+}
+
+// Restore applies one record, as Changes or Frozen.Records produced it: the
+// bucket it names takes the recorded state (created if missing), or is
+// deleted. A bucket expired at now is not restored, so replaying an old
+// journal cannot resurrect it. Restore is idempotent: replaying records in
+// order, any number of times, leaves the last state of each bucket. It does
+// not mark the bucket changed. The table's clock moves to the bucket's last
+// modification if that is later than now. A record that does not decode
+// returns an error matching ErrBadRecord and changes nothing.
+func (t *Table) Restore(rec []byte, now time.Time) error {
+	d, err := decodeRecord(rec)
+	if err != nil {
+		return err
+	}
+	if d.kind == recordPut {
+		t.advance(time.UnixMilli(d.slot.modified))
+	}
+	_, ms := t.advance(now)
+	g := t.last
+	if g == nil || g.key != d.key {
+		g = t.groups[d.key]
+	}
+	h := maphash.String(t.seed, d.slot.id)
+	if d.kind == recordPut && !t.expired(d.key, d.window, ms) {
+		// One search: insert, and if the bucket was there, drop the old slot.
+		if g == nil {
+			g = t.newGroup(d.key)
+		}
+		t.last = g
+		idx := t.slots.alloc()
+		*t.slots.mut(idx) = d.slot
+		it := mkItem(g.id, d.window, h, idx)
+		if prev, replaced := t.tree.SetHint(it, &t.hint); replaced {
+			t.unmark(prev.slot())
+			t.slots.release(prev.slot())
+			return nil
+		}
+		g.n++
+		if !g.indexed || it.bucket < g.minBucket {
+			t.reindex(g, it.bucket)
+		}
+		return nil
+	}
+	// A delete, or a state that has expired: the bucket must not be there.
+	if g != nil {
+		t.probe = d.slot.id
+		it, found := t.tree.Get(mkItem(g.id, d.window, h, probeSlot))
+		t.probe = ""
+		if found {
+			t.remove(g, it)
+		}
+	}
+	return nil
+}
+
+// remove deletes one bucket of group g.
+func (t *Table) remove(g *group, it item) {
+	t.tree.Delete(it)
+	t.unmark(it.slot())
+	t.slots.release(it.slot())
+	if g.n--; g.n == 0 {
+		t.dropGroup(g)
+	}
+	// g's index entry may now point at a window with no bucket left; it is a
+	// lower bound still, and DeleteExpired moves it on when it comes due.
+}
+
+// Frozen is a consistent, read-only copy of a Table at one moment, which
+// another goroutine may read while the table's owner goes on changing the
+// table: a copy-on-write clone of the B-tree (btree.Copy) and of the slab
+// pages. It costs O(pages) to take; afterwards the owner copies a page (4096
+// buckets) the first time it writes to it. Call Table.Thaw when done reading.
+type Frozen struct {
+	tree   *btree.BTreeG[item]
+	pages  []*page
+	groups []groupKey // by group id
+	ttlMs  int64
+	nowMs  int64
+}
+
+// Freeze returns a Frozen copy of t as of now. Buckets expired at now are
+// left out of its Records.
+func (t *Table) Freeze(now time.Time) *Frozen {
+	_, ms := t.advance(now)
+	f := &Frozen{tree: t.tree.Copy(), pages: t.slots.freeze(), ttlMs: t.ttlMs, nowMs: ms}
+	f.groups = make([]groupKey, len(t.byID))
+	for i, g := range t.byID {
+		if g != nil {
+			f.groups[i] = g.key
+		}
+	}
+	return f
+}
+
+// Thaw tells t that f is no longer read, so that t stops copying pages it
+// shared with f. Call it on the owner's goroutine, once per Freeze, after the
+// reader of f is done.
+func (t *Table) Thaw(f *Frozen) {
+	if f.tree == nil {
+		return
+	}
+	f.tree, f.pages = nil, nil
+	t.slots.thaw()
+}
+
+// Len returns the number of buckets in f, expired or not.
+func (f *Frozen) Len() int { return f.tree.Len() }
+
+// Records calls fn with the record of every bucket of f not expired at the
+// time of the Freeze, in key order. The record is only valid during the
+// call. If fn returns an error, Records stops and returns it. Records may run
+// on any goroutine, but not on two at once.
+func (f *Frozen) Records(fn func(rec []byte) error) error {
+	var err error
+	var buf []byte
+	f.tree.Scan(func(it item) bool {
+		k := f.groups[it.gid()]
+		if (it.bucket+1)*k.scaleMs+f.ttlMs <= f.nowMs {
+			return true
+		}
+		s := &f.pages[it.slot()>>pageBits].slots[it.slot()&(pageSize-1)]
+		buf = appendRecord(buf[:0], recordPut, k, it.bucket, s)
+		err = fn(buf)
+		return err == nil
+	})
+	return err
+}

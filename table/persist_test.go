@@ -1,0 +1,329 @@
+package table
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// snapshotOf lists every bucket of tb visible at now as "id/scale/limit/window=count created modified".
+func snapshotOf(tb *Table, now time.Time) []string {
+	_, ms := tb.advance(now)
+	var out []string
+	tb.tree.Scan(func(it item) bool {
+		g := tb.byID[it.gid()]
+		if tb.expired(g.key, it.bucket, ms) {
+			return true
+		}
+		s := tb.slots.at(it.slot())
+		out = append(out, fmt.Sprintf("%s/%d/%d/%d=%d %d %d", s.id, g.key.scaleMs, g.key.limit, it.bucket, s.count, s.created, s.modified))
+		return true
+	})
+	sort.Strings(out)
+	return out
+}
+
+// collect returns a copy of every record fn reports.
+func collect(t *testing.T, each func(func([]byte) error) error) [][]byte {
+	t.Helper()
+	var recs [][]byte
+	if err := each(func(rec []byte) error {
+		recs = append(recs, bytes.Clone(rec))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func restoreAll(t *testing.T, tb *Table, recs [][]byte, now time.Time) {
+	t.Helper()
+	for i, rec := range recs {
+		if err := tb.Restore(rec, now); err != nil {
+			t.Fatalf("restore record %d (%x): %v", i, rec, err)
+		}
+	}
+}
+
+func TestRecordGolden(t *testing.T) {
+	t.Parallel()
+	s := slot{id: "user-42", count: 7, created: 1_700_000_030_123, modified: 1_700_000_031_000}
+	k := groupKey{alg: FixedWindow, scaleMs: 60_000, limit: 500}
+	window := int64(1_700_000_030_123 / 60_000)
+	got := hex.EncodeToString(appendRecord(nil, recordPut, k, window, &s))
+	// put 01, fixed_window 00, scale 60000 (e0d403), limit 500 (f403),
+	// window 28333333 (zigzag: aad4821b), count 7 (07), created +50123 ms
+	// (zigzag: 968f06), modified +877 ms (zigzag: da0d), id "user-42" (07 …).
+	const want = "0100e0d403f403aad4821b07968f06da0d07757365722d3432"
+	if got != want {
+		t.Fatalf("record bytes changed:\ngot  %s\nwant %s\n(a format change needs a new kind byte and a decoder for the old one)", got, want)
+	}
+	d, err := decodeRecord(appendRecord(nil, recordPut, k, window, &s))
+	if err != nil || d.slot != s || d.key != k || d.window != window || d.kind != recordPut {
+		t.Fatalf("decode: got %+v, %v; want %+v in window %d", d, err, s, window)
+	}
+}
+
+func TestChangesReportEachChangedBucketOnce(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	second := Request{Scale: time.Second, Limit: 10, Hits: 1}
+	for _, id := range []string{"a", "b", "a", "c", "a"} {
+		r := second
+		r.ID = id
+		tb.Apply(r, at(5))
+	}
+	tb.Apply(Request{ID: "a", Scale: time.Minute, Limit: 3, Hits: 2}, at(6))
+	tb.Apply(Request{ID: "b", Scale: time.Second, Limit: 10}, at(7))         // a peek changes nothing
+	tb.Apply(Request{ID: "d", Scale: time.Second, Limit: 1, Hits: 2}, at(8)) // denied: nothing
+	tb.Apply(Request{ID: "a", Scale: time.Minute, Limit: 3, Hits: 2}, at(9)) // denied: nothing
+	recs := collect(t, tb.Changes)
+	if len(recs) != 4 {
+		t.Fatalf("got %d records, want 4 (a, b, c per second; a per minute)", len(recs))
+	}
+	if tb.Pending() != 0 {
+		t.Fatalf("pending after Changes: got %d, want 0", tb.Pending())
+	}
+	if again := collect(t, tb.Changes); len(again) != 0 {
+		t.Fatalf("second Changes with nothing new: got %d records, want 0", len(again))
+	}
+	fresh := New(Config{})
+	restoreAll(t, fresh, recs, at(10))
+	if got, want := snapshotOf(fresh, at(10)), snapshotOf(tb, at(10)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored table:\ngot  %v\nwant %v", got, want)
+	}
+	if b, ok := fresh.Get(Request{ID: "a", Scale: time.Second, Limit: 10}, at(10)); !ok || b.Count != 3 || !b.CreatedAt.Equal(at(5)) || !b.ModifiedAt.Equal(at(5)) {
+		t.Fatalf("restored a: got %+v, %v; want count 3 created and modified at +5ms", b, ok)
+	}
+	// The restored table goes on counting where the old one stopped.
+	if d := fresh.Apply(Request{ID: "a", Scale: time.Minute, Limit: 3, Hits: 1}, at(11)); !d.Allowed || d.Count != 3 {
+		t.Fatalf("hit after restore: got %+v, want allowed with count 3", d)
+	}
+}
+
+func TestChangesKeepsWhatTheJournalRefused(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	for _, id := range []string{"a", "b", "c"} {
+		tb.Apply(Request{ID: id, Scale: time.Second, Limit: 10, Hits: 1}, at(0))
+	}
+	full := errors.New("disk full")
+	var took [][]byte
+	err := tb.Changes(func(rec []byte) error {
+		if len(took) == 1 {
+			return full
+		}
+		took = append(took, bytes.Clone(rec))
+		return nil
+	})
+	if !errors.Is(err, full) || len(took) != 1 || tb.Pending() != 2 {
+		t.Fatalf("got err %v, %d taken, %d pending; want disk full, 1, 2", err, len(took), tb.Pending())
+	}
+	tb.Apply(Request{ID: "b", Scale: time.Second, Limit: 10, Hits: 1}, at(1)) // already pending
+	tb.Apply(Request{ID: "d", Scale: time.Second, Limit: 10, Hits: 1}, at(1))
+	rest := collect(t, tb.Changes)
+	if len(rest) != 3 {
+		t.Fatalf("after the refusal: got %d records, want 3 (b, c, d)", len(rest))
+	}
+	fresh := New(Config{})
+	restoreAll(t, fresh, append(took, rest...), at(2))
+	if got, want := snapshotOf(fresh, at(2)), snapshotOf(tb, at(2)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored:\ngot  %v\nwant %v", got, want)
+	}
+}
+
+func TestSweptChangeIsNotReported(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	tb.Apply(Request{ID: "a", Scale: time.Second, Limit: 10, Hits: 1}, at(0))
+	tb.Apply(Request{ID: "b", Scale: time.Minute, Limit: 10, Hits: 1}, at(0))
+	if n := tb.DeleteExpired(at(1000), 10); n != 1 {
+		t.Fatalf("swept %d, want 1", n)
+	}
+	// "c" reuses a's slot: its record must be c's, reported once.
+	tb.Apply(Request{ID: "c", Scale: time.Second, Limit: 10, Hits: 1}, at(1000))
+	fresh := New(Config{})
+	recs := collect(t, tb.Changes)
+	if len(recs) != 2 {
+		t.Fatalf("got %d records, want 2 (b and c)", len(recs))
+	}
+	restoreAll(t, fresh, recs, at(1000))
+	if got, want := snapshotOf(fresh, at(1000)), snapshotOf(tb, at(1000)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored:\ngot  %v\nwant %v", got, want)
+	}
+}
+
+func TestRestore(t *testing.T) {
+	t.Parallel()
+	k := groupKey{alg: FixedWindow, scaleMs: 1000, limit: 5}
+	put := func(id string, window, count int64) []byte {
+		s := slot{id: id, count: count, created: window * 1000, modified: window*1000 + 10}
+		return appendRecord(nil, recordPut, k, window, &s)
+	}
+	del := func(id string, window int64) []byte {
+		return appendRecord(nil, recordDelete, k, window, &slot{id: id})
+	}
+	w := t0.UnixMilli() / 1000
+	cases := []struct {
+		name string
+		recs [][]byte
+		want []string
+	}{
+		{"last write wins", [][]byte{put("a", w, 1), put("a", w, 4), put("a", w, 2)}, []string{fmt.Sprintf("a/1000/5/%d=2", w)}},
+		{"delete removes", [][]byte{put("a", w, 3), put("b", w, 1), del("a", w)}, []string{fmt.Sprintf("b/1000/5/%d=1", w)}},
+		{"delete of a missing bucket is a no-op", [][]byte{del("a", w)}, nil},
+		{"expired windows are not resurrected", [][]byte{put("old", w-1, 5), put("a", w, 1)}, []string{fmt.Sprintf("a/1000/5/%d=1", w)}},
+		{"replaying twice changes nothing", [][]byte{put("a", w, 1), put("b", w, 2), put("a", w, 3), put("a", w, 1), put("b", w, 2), put("a", w, 3)},
+			[]string{fmt.Sprintf("a/1000/5/%d=3", w), fmt.Sprintf("b/1000/5/%d=2", w)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tb := New(Config{})
+			restoreAll(t, tb, c.recs, at(500))
+			var got []string
+			for _, s := range snapshotOf(tb, at(500)) {
+				got = append(got, s[:bytes.IndexByte([]byte(s), ' ')])
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestRestoreRejectsBadRecords(t *testing.T) {
+	t.Parallel()
+	good := appendRecord(nil, recordPut, groupKey{scaleMs: 1000, limit: 5}, t0.UnixMilli()/1000, &slot{id: "a", count: 1, created: t0.UnixMilli(), modified: t0.UnixMilli()})
+	mutate := func(f func([]byte) []byte) []byte { return f(bytes.Clone(good)) }
+	cases := map[string][]byte{
+		"empty":           nil,
+		"unknown kind":    mutate(func(b []byte) []byte { b[0] = 9; return b }),
+		"unknown alg":     mutate(func(b []byte) []byte { b[1] = 200; return b }),
+		"truncated":       good[:len(good)-1],
+		"trailing byte":   append(bytes.Clone(good), 'x'),
+		"scale 0":         appendRecord(nil, recordPut, groupKey{scaleMs: 0, limit: 5}, 1, &slot{id: "a"}),
+		"scale too large": appendRecord(nil, recordPut, groupKey{scaleMs: int64(MaxScale/time.Millisecond) + 1, limit: 5}, 1, &slot{id: "a"}),
+		"empty id":        appendRecord(nil, recordPut, groupKey{scaleMs: 1000, limit: 5}, 1, &slot{id: "", created: 1000, modified: 1000}),
+		"created outside": appendRecord(nil, recordPut, groupKey{scaleMs: 1000, limit: 5}, 1, &slot{id: "a", created: 5000, modified: 5000}),
+		"overlong varint": append([]byte{1, 0}, bytes.Repeat([]byte{0xff}, 11)...),
+	}
+	for name, rec := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tb := New(Config{})
+			if err := tb.Restore(rec, t0); !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("Restore(%x): got %v, want ErrBadRecord", rec, err)
+			}
+			if tb.Len() != 0 {
+				t.Fatalf("a bad record left %d buckets", tb.Len())
+			}
+		})
+	}
+}
+
+// TestFreezeIsConsistent writes a Frozen table out on another goroutine
+// while the owner goes on hitting, creating and sweeping buckets: the records
+// are exactly the table at the Freeze (run with -race).
+func TestFreezeIsConsistent(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	const ids = 2*pageSize + 100 // three pages
+	for i := range ids {
+		tb.Apply(Request{ID: fmt.Sprint("id-", i), Scale: time.Duration(1+i%3) * time.Second, Limit: 100, Hits: int64(1 + i%5)}, at(int64(i%500)))
+	}
+	tb.Apply(Request{ID: "expired", Scale: time.Millisecond, Limit: 1, Hits: 1}, at(0))
+	want := snapshotOf(tb, at(999))
+	f := tb.Freeze(at(999))
+	var got []string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		fresh := New(Config{})
+		recs := collect(t, f.Records)
+		restoreAll(t, fresh, recs, at(999))
+		got = snapshotOf(fresh, at(999))
+	})
+	for i := range ids {
+		tb.Apply(Request{ID: fmt.Sprint("id-", i), Scale: time.Duration(1+i%3) * time.Second, Limit: 100, Hits: 1}, at(999))
+		tb.Apply(Request{ID: fmt.Sprint("new-", i), Scale: time.Second, Limit: 100, Hits: 1}, at(999))
+	}
+	tb.DeleteExpired(at(2500), ids)
+	wg.Wait()
+	tb.Thaw(f)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("frozen records differ from the table at the freeze: got %d buckets, want %d", len(got), len(want))
+	}
+	if tb.slots.frozen != 0 {
+		t.Fatalf("after Thaw the slab still counts %d frozen views", tb.slots.frozen)
+	}
+}
+
+// TestRecoveryAgainstTheLiveTable replays a journal — a snapshot taken at a
+// random point plus the changes after it — after every batch of random
+// traffic, and compares the result with the live table (seeded; the seed is
+// printed).
+func TestRecoveryAgainstTheLiveTable(t *testing.T) {
+	t.Parallel()
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	tb := New(Config{TrackChanges: true, BucketTTL: time.Duration(rng.IntN(3)) * time.Second})
+	var snap, log [][]byte
+	now := int64(0)
+	for batch := range 300 {
+		for range rng.IntN(50) {
+			now += int64(rng.IntN(40))
+			tb.Apply(Request{
+				ID: fmt.Sprint("k", rng.IntN(30)), Scale: time.Duration(1+rng.IntN(4)) * 500 * time.Millisecond,
+				Limit: int64(rng.IntN(6)), Hits: int64(rng.IntN(3)),
+			}, at(now))
+		}
+		if rng.IntN(4) == 0 {
+			tb.DeleteExpired(at(now), rng.IntN(20))
+		}
+		log = append(log, collect(t, tb.Changes)...)
+		if rng.IntN(20) == 0 {
+			f := tb.Freeze(at(now))
+			snap, log = collect(t, f.Records), nil
+			tb.Thaw(f)
+		}
+		fresh := New(Config{BucketTTL: tb.ttlMsDuration()})
+		restoreAll(t, fresh, snap, at(now))
+		restoreAll(t, fresh, log, at(now))
+		if got, want := snapshotOf(fresh, at(now)), snapshotOf(tb, at(now)); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("batch %d (seed %d): recovered\n%v\nwant\n%v", batch, seed, got, want)
+		}
+	}
+}
+
+func (t *Table) ttlMsDuration() time.Duration { return time.Duration(t.ttlMs) * time.Millisecond }
+
+func FuzzRestore(f *testing.F) {
+	f.Add(appendRecord(nil, recordPut, groupKey{scaleMs: 1000, limit: 5}, 1_700_000, &slot{id: "a", count: 3, created: 1_700_000_000, modified: 1_700_000_500}))
+	f.Add(appendRecord(nil, recordDelete, groupKey{scaleMs: 60_000, limit: 0}, -3, &slot{id: "bee"}))
+	f.Add([]byte{1, 0, 0x80})
+	f.Fuzz(func(t *testing.T, rec []byte) {
+		d, err := decodeRecord(rec)
+		if err != nil {
+			if !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("error %v does not match ErrBadRecord", err)
+			}
+			return
+		}
+		// Whatever decodes re-encodes to a record that decodes the same.
+		again, err := decodeRecord(appendRecord(nil, d.kind, d.key, d.window, &d.slot))
+		if err != nil || again != d {
+			t.Fatalf("re-encoded %+v decodes to %+v, %v", d, again, err)
+		}
+		tb := New(Config{})
+		if err := tb.Restore(rec, time.UnixMilli(d.window*d.key.scaleMs)); err != nil {
+			t.Fatalf("Restore of a decodable record: %v", err)
+		}
+	})
+}
