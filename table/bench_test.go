@@ -212,3 +212,34 @@ func BenchmarkDeleteExpired(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyAlgorithms compares every algorithm with fixed_window in
+// one run, at 1k keys (and 1M unless -short), each hit allowed, the clock
+// moving 1µs per check so that windows age as they would.
+func BenchmarkApplyAlgorithms(b *testing.B) {
+	for _, keys := range []int{1_000, 1_000_000} {
+		if keys > 1000 && testing.Short() {
+			continue
+		}
+		ids := benchIDs(keys)
+		for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, LeakyBucket} {
+			b.Run("keys="+strconv.Itoa(keys)+"/"+alg.String(), func(b *testing.B) {
+				t := New(Config{})
+				now := time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%3_600_000)
+				req := Request{Scale: time.Hour, Limit: 1 << 40, Hits: 1, Algorithm: alg}
+				for _, id := range ids {
+					req.ID = id
+					t.Apply(req, now)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					req.ID = ids[i%keys]
+					if !t.Apply(req, now.Add(time.Millisecond+time.Duration(i)*time.Microsecond)).Allowed {
+						b.Fatal("denied")
+					}
+				}
+			})
+		}
+	}
+}

@@ -2,25 +2,66 @@
 // the Erlang ETS ordered_set keyed {BucketNum, Id} of its heritage, reborn as
 // a B-tree (github.com/tidwall/btree).
 //
+// # Algorithms
+//
+//   - fixed_window: at most Limit hits in each epoch-aligned window of
+//     length Scale (window number floor(now_ms / scale_ms), the seed's
+//     BucketNum).
+//   - sliding_window: the weighted two-window counter: the previous
+//     window's count times the share of it still inside the rolling window,
+//     plus the current window's count, must stay within Limit. The previous
+//     window is the (window−1, id) entry of the table; its final count is
+//     copied beside the current one when that is created, so a hit costs
+//     one search.
+//   - token_bucket: GCRA, one timestamp per key (the time the bucket is full
+//     again): a bucket of Burst tokens (default Limit) refilled at Limit per
+//     Scale. In any interval [t1, t2] it admits at most Burst +
+//     Limit·(t2−t1)/Scale.
+//   - leaky_bucket: the same meter with a bucket of Burst (default 1), used
+//     as a pacer: hits are spaced Scale/Limit apart, and a denial's
+//     RetryAfter is exactly when the caller's turn comes, so a worker that
+//     waits it out sends at a steady rate and loses nothing.
+//
+// Every algorithm supports a cost (Hits), a peek (Hits == 0), refunds, an
+// exact RetryAfter, ResetAfter and Remaining. Comparisons are exact (128-bit
+// integer arithmetic for the sliding window; the GCRA emission interval is
+// rounded up, so a token bucket never exceeds its rate).
+//
 // # Layout
 //
-// A bucket's key is (group, window, hash(id), id). A group is one
-// (algorithm, scale, limit) namespace, so the same id under two different
-// limits never shares a counter; the window is floor(now_ms / scale_ms), the
-// seed's BucketNum. Keys are fixed-size (the id is compared only when two ids
-// of a window share a 64-bit hash), and a bucket's counter and its created
-// and modified stamps live in a paged slab, so a hit on an existing bucket is
-// one tree search and an in-place increment, with no allocation.
+// A bucket's key is (group, window, hash(id), id). A group is one limit:
+// (namespace, algorithm, scale) for a rule's buckets, whose limit may change
+// without resetting them, or (algorithm, scale, limit, burst) for an ad-hoc
+// limit; the same id under two different limits never shares a counter.
+// Keys are fixed-size (the id is compared only when two ids of a window
+// share a 64-bit hash), and a bucket's state lives in a paged slab, so a
+// hit on an existing bucket is one tree search and an in-place update, with
+// no allocation. A token or leaky bucket lives in the window of its last
+// change, whose width is the scale or, if longer, the bucket's refill time.
 //
 // # Expiry
 //
-// A bucket is expired when it can no longer change a decision: for a fixed
-// window, when the window has ended. Within a group, windows end in key
+// A bucket is expired when it can no longer change a decision: a fixed
+// window when it has ended, a sliding window when the next window has ended
+// too, a token or leaky bucket when it has refilled (at the latest two
+// widths after its window's start). Within a group, windows expire in key
 // order, so the expired buckets of a group are a prefix of its key range. A
 // second ordered index holds one entry per group, keyed by the time its
 // oldest window expires; DeleteExpired pops due groups and deletes their
 // expired prefix, at a cost proportional to what it deletes, not to the size
 // of the table. Config.BucketTTL keeps buckets longer, never shorter.
+// Config.MaxBuckets bounds the table: expired buckets make room first, then
+// the policy (deny-new, or evict the bucket closest to expiring) applies.
+//
+// # Durability
+//
+// With Config.TrackChanges the table remembers what each call changed;
+// Changes hands out records holding each changed bucket's full state (and
+// deletions), so a journal replaying them is idempotent. Freeze takes a
+// consistent copy-on-write copy (btree.Copy plus page-level copy-on-write of
+// the slab) that another goroutine can write out as a snapshot while the
+// owner goes on; Restore applies records and never resurrects an expired
+// bucket.
 //
 // # Guarantees
 //
@@ -29,7 +70,7 @@
 //   - A cost that does not fit is denied and consumes nothing; a peek
 //     (Hits == 0) never changes or creates anything.
 //   - A denial reports the real count and RetryAfter, the exact time until
-//     the window ends.
+//     the same request would be admitted.
 //   - The table never reads a clock: every method takes now, and a now earlier
 //     than one already seen is taken as that later time, so a clock stepping
 //     back cannot reopen a window that a sweep has deleted.
@@ -37,7 +78,10 @@
 // # Non-guarantees
 //
 // A Table is not safe for concurrent use; ratelimitd gives each table one
-// owner (see package actors). Times are kept to the millisecond; a fixed
-// window admits up to 2·limit in a span of one window length that straddles
-// a boundary, as fixed windows do.
+// owner (see package actors). Window times are kept to the millisecond. A
+// fixed window admits up to 2·Limit−1 in a span of one window length that
+// straddles a boundary, as fixed windows do. A sliding window is an
+// approximation: under steady traffic it admits at most Limit in any rolling
+// window, but in the first two windows of a burst it may admit one more,
+// since it assumes the first window's hits were spread evenly.
 package table

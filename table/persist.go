@@ -46,16 +46,61 @@ func (t *Table) unmark(i uint32) {
 	}
 }
 
+// deletion is a bucket deleted (by Reset or an eviction) whose delete
+// record Changes has yet to report.
+type deletion struct {
+	key    groupKey
+	window int64
+	id     string
+}
+
+// logDelete records, for Changes, that bucket it of g is being deleted
+// while it could still change a decision.
+func (t *Table) logDelete(g *group, it item) {
+	if t.track {
+		t.deleted = append(t.deleted, deletion{key: g.key, window: it.bucket, id: t.slots.at(it.slot()).id})
+	}
+}
+
+// rekey replaces old by moved in the change log, if old is in it: the
+// bucket moved to another window before its change was reported. This
+// happens only to a bucket changed on both sides of a window boundary in
+// one batch, so the backward scan is short and rare.
+func (t *Table) rekey(old, moved item) {
+	i := old.slot()
+	if !t.track || int(i/64) >= len(t.dirty) || t.dirty[i/64]&(1<<(i%64)) == 0 {
+		return
+	}
+	for k := len(t.changed) - 1; k >= 0; k-- {
+		if t.changed[k] == old {
+			t.changed[k] = moved
+			return
+		}
+	}
+}
+
 // Changes calls fn with the record of every bucket changed since the last
-// call, each once, holding the bucket's full current state. The record is
-// only valid during the call. If fn returns an error, Changes stops and
-// returns it, and the buckets not yet reported (the failed one included)
-// stay changed for the next call: a journal that could not take them gets
-// them again. Changes reports nothing unless Config.TrackChanges is set.
+// call, each once, holding the bucket's full current state, after the
+// delete records of the buckets deleted meanwhile (a bucket deleted and
+// created again is reported deleted, then as it is now). The record is only
+// valid during the call. If fn returns an error, Changes stops and returns
+// it, and what it has not reported (the failed record included) stays for
+// the next call: a journal that could not take it gets it again. Changes
+// reports nothing unless Config.TrackChanges is set.
 func (t *Table) Changes(fn func(rec []byte) error) error {
+	for k := range t.deleted {
+		del := &t.deleted[k]
+		t.rec = appendRecord(t.rec[:0], recordDelete, &del.key, del.window, &slot{id: del.id})
+		if err := fn(t.rec); err != nil {
+			t.deleted = t.deleted[:copy(t.deleted, t.deleted[k:])]
+			return err
+		}
+	}
+	clear(t.deleted)
+	t.deleted = t.deleted[:0]
 	for k, it := range t.changed {
 		i := it.slot()
-		t.rec = appendRecord(t.rec[:0], recordPut, t.byID[it.gid()].key, it.bucket, t.slots.at(i))
+		t.rec = appendRecord(t.rec[:0], recordPut, &t.byID[it.gid()].key, it.bucket, t.slots.at(i))
 		if err := fn(t.rec); err != nil {
 			t.changed = t.changed[:copy(t.changed, t.changed[k:])]
 			return err
@@ -66,14 +111,8 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 	return nil
 }
 
-// Pending returns how many changed buckets Changes has yet to report.
-func (t *Table) Pending() int { return len(t.changed) }
-
-// expired reports whether a bucket of group k in window w can no longer
-// change a decision at nowMs, the TTL included.
-func (t *Table) expired(k groupKey, w, nowMs int64) bool {
-	return (w+1)*k.scaleMs+t.ttlMs <= nowMs
-}
+// Pending returns how many records Changes has yet to report.
+func (t *Table) Pending() int { return len(t.changed) + len(t.deleted) }
 
 // Restore applies one record, as Changes or Frozen.Records produced it: the
 // bucket it names takes the recorded state (created if missing), or is
@@ -92,12 +131,9 @@ func (t *Table) Restore(rec []byte, now time.Time) error {
 		t.advance(time.UnixMilli(d.slot.modified))
 	}
 	_, ms := t.advance(now)
-	g := t.last
-	if g == nil || g.key != d.key {
-		g = t.groups[d.key]
-	}
+	g := t.groupOf(&d.key)
 	h := maphash.String(t.seed, d.slot.id)
-	if d.kind == recordPut && !t.expired(d.key, d.window, ms) {
+	if d.kind == recordPut && !d.key.expired(d.window, ms, t.ttlMs) {
 		// One search: insert, and if the bucket was there, drop the old slot.
 		if g == nil {
 			g = t.newGroup(d.key)
@@ -127,18 +163,6 @@ func (t *Table) Restore(rec []byte, now time.Time) error {
 		}
 	}
 	return nil
-}
-
-// remove deletes one bucket of group g.
-func (t *Table) remove(g *group, it item) {
-	t.tree.Delete(it)
-	t.unmark(it.slot())
-	t.slots.release(it.slot())
-	if g.n--; g.n == 0 {
-		t.dropGroup(g)
-	}
-	// g's index entry may now point at a window with no bucket left; it is a
-	// lower bound still, and DeleteExpired moves it on when it comes due.
 }
 
 // Frozen is a consistent, read-only copy of a Table at one moment, which
@@ -190,8 +214,8 @@ func (f *Frozen) Records(fn func(rec []byte) error) error {
 	var err error
 	var buf []byte
 	f.tree.Scan(func(it item) bool {
-		k := f.groups[it.gid()]
-		if (it.bucket+1)*k.scaleMs+f.ttlMs <= f.nowMs {
+		k := &f.groups[it.gid()]
+		if k.expired(it.bucket, f.nowMs, f.ttlMs) {
 			return true
 		}
 		s := &f.pages[it.slot()>>pageBits].slots[it.slot()&(pageSize-1)]

@@ -18,11 +18,12 @@ func snapshotOf(tb *Table, now time.Time) []string {
 	var out []string
 	tb.tree.Scan(func(it item) bool {
 		g := tb.byID[it.gid()]
-		if tb.expired(g.key, it.bucket, ms) {
+		if g.key.expired(it.bucket, ms, tb.ttlMs) {
 			return true
 		}
 		s := tb.slots.at(it.slot())
-		out = append(out, fmt.Sprintf("%s/%d/%d/%d=%d %d %d", s.id, g.key.scaleMs, g.key.limit, it.bucket, s.count, s.created, s.modified))
+		k := g.key
+		out = append(out, fmt.Sprintf("%s/%d/%d/%d=%d %d %d|%s/%v/%d/%d aux %d", s.id, k.scaleMs, k.limit, it.bucket, s.count, s.created, s.modified, k.ns, k.alg, k.widthMs, k.burst, s.aux))
 		return true
 	})
 	sort.Strings(out)
@@ -54,17 +55,18 @@ func restoreAll(t *testing.T, tb *Table, recs [][]byte, now time.Time) {
 func TestRecordGolden(t *testing.T) {
 	t.Parallel()
 	s := slot{id: "user-42", count: 7, created: 1_700_000_030_123, modified: 1_700_000_031_000}
-	k := groupKey{alg: FixedWindow, scaleMs: 60_000, limit: 500}
+	k := groupKey{alg: FixedWindow, scaleMs: 60_000, widthMs: 60_000, limit: 500}
 	window := int64(1_700_000_030_123 / 60_000)
-	got := hex.EncodeToString(appendRecord(nil, recordPut, k, window, &s))
-	// put 01, fixed_window 00, scale 60000 (e0d403), limit 500 (f403),
-	// window 28333333 (zigzag: aad4821b), count 7 (07), created +50123 ms
+	got := hex.EncodeToString(appendRecord(nil, recordPut, &k, window, &s))
+	// put 01, fixed_window 00, no namespace 00, scale 60000 (e0d403),
+	// width 60000 (e0d403), limit 500 (f403), burst 00, window 28333333
+	// (zigzag: aad4821b), count 7 (07), aux 0 (00), created +50123 ms
 	// (zigzag: 968f06), modified +877 ms (zigzag: da0d), id "user-42" (07 …).
-	const want = "0100e0d403f403aad4821b07968f06da0d07757365722d3432"
+	const want = "010000e0d403e0d403f40300aad4821b0700968f06da0d07757365722d3432"
 	if got != want {
 		t.Fatalf("record bytes changed:\ngot  %s\nwant %s\n(a format change needs a new kind byte and a decoder for the old one)", got, want)
 	}
-	d, err := decodeRecord(appendRecord(nil, recordPut, k, window, &s))
+	d, err := decodeRecord(appendRecord(nil, recordPut, &k, window, &s))
 	if err != nil || d.slot != s || d.key != k || d.window != window || d.kind != recordPut {
 		t.Fatalf("decode: got %+v, %v; want %+v in window %d", d, err, s, window)
 	}
@@ -161,13 +163,13 @@ func TestSweptChangeIsNotReported(t *testing.T) {
 
 func TestRestore(t *testing.T) {
 	t.Parallel()
-	k := groupKey{alg: FixedWindow, scaleMs: 1000, limit: 5}
+	k := groupKey{alg: FixedWindow, scaleMs: 1000, widthMs: 1000, limit: 5}
 	put := func(id string, window, count int64) []byte {
 		s := slot{id: id, count: count, created: window * 1000, modified: window*1000 + 10}
-		return appendRecord(nil, recordPut, k, window, &s)
+		return appendRecord(nil, recordPut, &k, window, &s)
 	}
 	del := func(id string, window int64) []byte {
-		return appendRecord(nil, recordDelete, k, window, &slot{id: id})
+		return appendRecord(nil, recordDelete, &k, window, &slot{id: id})
 	}
 	w := t0.UnixMilli() / 1000
 	cases := []struct {
@@ -200,7 +202,7 @@ func TestRestore(t *testing.T) {
 
 func TestRestoreRejectsBadRecords(t *testing.T) {
 	t.Parallel()
-	good := appendRecord(nil, recordPut, groupKey{scaleMs: 1000, limit: 5}, t0.UnixMilli()/1000, &slot{id: "a", count: 1, created: t0.UnixMilli(), modified: t0.UnixMilli()})
+	good := appendRecord(nil, recordPut, &groupKey{scaleMs: 1000, widthMs: 1000, limit: 5}, t0.UnixMilli()/1000, &slot{id: "a", count: 1, created: t0.UnixMilli(), modified: t0.UnixMilli()})
 	mutate := func(f func([]byte) []byte) []byte { return f(bytes.Clone(good)) }
 	cases := map[string][]byte{
 		"empty":           nil,
@@ -208,10 +210,10 @@ func TestRestoreRejectsBadRecords(t *testing.T) {
 		"unknown alg":     mutate(func(b []byte) []byte { b[1] = 200; return b }),
 		"truncated":       good[:len(good)-1],
 		"trailing byte":   append(bytes.Clone(good), 'x'),
-		"scale 0":         appendRecord(nil, recordPut, groupKey{scaleMs: 0, limit: 5}, 1, &slot{id: "a"}),
-		"scale too large": appendRecord(nil, recordPut, groupKey{scaleMs: int64(MaxScale/time.Millisecond) + 1, limit: 5}, 1, &slot{id: "a"}),
-		"empty id":        appendRecord(nil, recordPut, groupKey{scaleMs: 1000, limit: 5}, 1, &slot{id: "", created: 1000, modified: 1000}),
-		"created outside": appendRecord(nil, recordPut, groupKey{scaleMs: 1000, limit: 5}, 1, &slot{id: "a", created: 5000, modified: 5000}),
+		"scale 0":         appendRecord(nil, recordPut, &groupKey{scaleMs: 0, widthMs: 0, limit: 5}, 1, &slot{id: "a"}),
+		"scale too large": appendRecord(nil, recordPut, &groupKey{scaleMs: int64(MaxScale/time.Millisecond) + 1, widthMs: int64(MaxScale/time.Millisecond) + 1, limit: 5}, 1, &slot{id: "a"}),
+		"empty id":        appendRecord(nil, recordPut, &groupKey{scaleMs: 1000, widthMs: 1000, limit: 5}, 1, &slot{id: "", created: 1000, modified: 1000}),
+		"created outside": appendRecord(nil, recordPut, &groupKey{scaleMs: 1000, widthMs: 1000, limit: 5}, 1, &slot{id: "a", created: 5000, modified: 5000}),
 		"overlong varint": append([]byte{1, 0}, bytes.Repeat([]byte{0xff}, 11)...),
 	}
 	for name, rec := range cases {
@@ -266,23 +268,37 @@ func TestFreezeIsConsistent(t *testing.T) {
 
 // TestRecoveryAgainstTheLiveTable replays a journal — a snapshot taken at a
 // random point plus the changes after it — after every batch of random
-// traffic, and compares the result with the live table (seeded; the seed is
-// printed).
+// traffic (every algorithm, rules and ad-hoc limits, refunds, resets, a
+// bounded table that evicts or refuses, sweeps), and compares the result
+// with the live table (seeded; the seed is printed).
 func TestRecoveryAgainstTheLiveTable(t *testing.T) {
 	t.Parallel()
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	tb := New(Config{TrackChanges: true, BucketTTL: time.Duration(rng.IntN(3)) * time.Second})
+	tb := New(Config{TrackChanges: true, BucketTTL: time.Duration(rng.IntN(3)) * time.Second, MaxBuckets: 40 + rng.IntN(100), Evict: rng.IntN(2) == 0})
 	var snap, log [][]byte
 	now := int64(0)
 	for batch := range 300 {
 		for range rng.IntN(50) {
 			now += int64(rng.IntN(40))
-			tb.Apply(Request{
+			req := Request{
 				ID: fmt.Sprint("k", rng.IntN(30)), Scale: time.Duration(1+rng.IntN(4)) * 500 * time.Millisecond,
-				Limit: int64(rng.IntN(6)), Hits: int64(rng.IntN(3)),
-			}, at(now))
+				Limit: int64(rng.IntN(6)), Hits: int64(rng.IntN(3)), Algorithm: Algorithm(rng.IntN(numAlgorithms)),
+				Burst: int64(rng.IntN(3)) * 4,
+			}
+			if rng.IntN(3) == 0 {
+				req.Namespace = "rule"
+			}
+			switch rng.IntN(20) {
+			case 0:
+				tb.Reset(req, at(now))
+			case 1:
+				req.Hits++
+				tb.Refund(req, at(now))
+			default:
+				tb.Apply(req, at(now))
+			}
 		}
 		if rng.IntN(4) == 0 {
 			tb.DeleteExpired(at(now), rng.IntN(20))
@@ -305,8 +321,8 @@ func TestRecoveryAgainstTheLiveTable(t *testing.T) {
 func (t *Table) ttlMsDuration() time.Duration { return time.Duration(t.ttlMs) * time.Millisecond }
 
 func FuzzRestore(f *testing.F) {
-	f.Add(appendRecord(nil, recordPut, groupKey{scaleMs: 1000, limit: 5}, 1_700_000, &slot{id: "a", count: 3, created: 1_700_000_000, modified: 1_700_000_500}))
-	f.Add(appendRecord(nil, recordDelete, groupKey{scaleMs: 60_000, limit: 0}, -3, &slot{id: "bee"}))
+	f.Add(appendRecord(nil, recordPut, &groupKey{scaleMs: 1000, widthMs: 1000, limit: 5}, 1_700_000, &slot{id: "a", count: 3, created: 1_700_000_000, modified: 1_700_000_500}))
+	f.Add(appendRecord(nil, recordDelete, &groupKey{scaleMs: 60_000, widthMs: 60_000, limit: 0}, -3, &slot{id: "bee"}))
 	f.Add([]byte{1, 0, 0x80})
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		d, err := decodeRecord(rec)
@@ -317,7 +333,7 @@ func FuzzRestore(f *testing.F) {
 			return
 		}
 		// Whatever decodes re-encodes to a record that decodes the same.
-		again, err := decodeRecord(appendRecord(nil, d.kind, d.key, d.window, &d.slot))
+		again, err := decodeRecord(appendRecord(nil, d.kind, &d.key, d.window, &d.slot))
 		if err != nil || again != d {
 			t.Fatalf("re-encoded %+v decodes to %+v, %v", d, again, err)
 		}

@@ -3,6 +3,7 @@ package table
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -15,6 +16,8 @@ const (
 	// MaxScale is the longest window, one leap year, so that window arithmetic in
 	// milliseconds can never overflow.
 	MaxScale = 366 * 24 * time.Hour
+	// MaxNamespaceLen is the longest Namespace (a rule name), in bytes.
+	MaxNamespaceLen = 64
 )
 
 // ErrInvalid is matched (errors.Is) by every error Request.Validate returns.
@@ -23,7 +26,7 @@ var ErrInvalid = errors.New("invalid request")
 // FieldError names the Request field at fault and the rule it broke.
 // It matches ErrInvalid with errors.Is.
 type FieldError struct {
-	Field string // the wire name of the field: "id", "scale", "limit", "hits", "algorithm"
+	Field string // the wire name of the field: "id", "scale", "limit", "hits", "algorithm", "burst", "rule"
 	Rule  string // what the field must be, e.g. "must be at least 1ms"
 }
 
@@ -41,16 +44,36 @@ const (
 	// FixedWindow counts hits in epoch-aligned windows of length Scale:
 	// window number floor(now_ms / scale_ms), at most Limit hits in each.
 	FixedWindow Algorithm = iota
+	// SlidingWindow approximates a rolling window of length Scale with two
+	// fixed windows: the previous window's count, weighted by the share of
+	// it still inside the rolling window, plus the current window's count.
+	SlidingWindow
+	// TokenBucket is GCRA: a bucket of Burst tokens (default Limit) that
+	// refills at Limit per Scale, kept as one timestamp per key.
+	TokenBucket
+	// LeakyBucket is a pacer: GCRA with a bucket of Burst (default 1), so
+	// hits are spaced Scale/Limit apart, and a denial's RetryAfter is the
+	// exact time the caller's turn comes.
+	LeakyBucket
+
+	numAlgorithms = iota
 )
 
+var algorithmNames = [numAlgorithms]string{"fixed_window", "sliding_window", "token_bucket", "leaky_bucket"}
+
+// algorithmRule is the rule of the algorithm field, naming every algorithm.
+var algorithmRule = "must be one of: " + strings.Join(algorithmNames[:], ", ")
+
 // valid reports whether a is one of the algorithms.
-func (a Algorithm) valid() bool { return a == FixedWindow }
+func (a Algorithm) valid() bool { return a < numAlgorithms }
+
+// gcra reports whether a keeps a GCRA timestamp (token and leaky buckets).
+func (a Algorithm) gcra() bool { return a == TokenBucket || a == LeakyBucket }
 
 // String returns the wire name of a, e.g. "fixed_window".
 func (a Algorithm) String() string {
-	switch a {
-	case FixedWindow:
-		return "fixed_window"
+	if a.valid() {
+		return algorithmNames[a]
 	}
 	return fmt.Sprintf("algorithm(%d)", uint8(a))
 }
@@ -58,23 +81,35 @@ func (a Algorithm) String() string {
 // ParseAlgorithm returns the Algorithm whose wire name is s.
 // The empty string means FixedWindow.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	switch s {
-	case "", "fixed_window":
+	if s == "" {
 		return FixedWindow, nil
 	}
-	return 0, &FieldError{Field: "algorithm", Rule: "must be one of: fixed_window"}
+	for a, name := range algorithmNames {
+		if s == name {
+			return Algorithm(a), nil
+		}
+	}
+	return 0, &FieldError{Field: "algorithm", Rule: algorithmRule}
 }
 
 // Request asks whether ID may spend Hits now under a limit of Limit per Scale.
 //
-// The same ID under a different Scale, Limit or Algorithm is a different
-// bucket: limits never share counters.
+// Without a Namespace, the same ID under a different Algorithm, Scale,
+// Limit or Burst is a different bucket: limits never share counters. With
+// a Namespace (a rule's name), buckets are keyed by (Namespace, Algorithm,
+// Scale) only, so a rule whose Limit or Burst changes keeps its counts and
+// no change hands out a fresh budget.
 type Request struct {
 	ID        string        // who is being limited; 1 to MaxIDLen bytes
 	Scale     time.Duration // window length, a whole number of milliseconds in [MinScale, MaxScale]
-	Limit     int64         // hits admitted per window; 0 denies everything
+	Limit     int64         // hits admitted per Scale; 0 denies everything
 	Hits      int64         // cost of this request; 0 is a peek that changes nothing
 	Algorithm Algorithm     // how to count; the zero value is FixedWindow
+	// Burst is the bucket size of TokenBucket (0 means Limit) and
+	// LeakyBucket (0 means 1); the windows ignore it. Burst × Scale/Limit,
+	// the time a drained bucket takes to refill, must be at most MaxScale.
+	Burst     int64
+	Namespace string // a rule's name, or empty; at most MaxNamespaceLen bytes
 }
 
 // Validate reports the first field of r that breaks its rule, as a *FieldError.
@@ -93,17 +128,61 @@ func (r *Request) Validate() error {
 	case r.Hits < 0:
 		return &FieldError{Field: "hits", Rule: "must not be negative"}
 	case !r.Algorithm.valid():
-		return &FieldError{Field: "algorithm", Rule: "must be one of: fixed_window"}
+		return &FieldError{Field: "algorithm", Rule: algorithmRule}
+	case r.Burst < 0:
+		return &FieldError{Field: "burst", Rule: "must not be negative"}
+	case len(r.Namespace) > MaxNamespaceLen:
+		return &FieldError{Field: "rule", Rule: fmt.Sprintf("must be at most %d bytes", MaxNamespaceLen)}
+	case r.Algorithm.gcra() && r.Limit > 0 && !fitsRefill(r.burst(), r.Scale, r.Limit):
+		return &FieldError{Field: "burst", Rule: fmt.Sprintf("burst × scale/limit (the time to refill) must be at most %v", MaxScale)}
 	}
 	return nil
 }
 
+// burst returns the effective bucket size of a GCRA request.
+func (r *Request) burst() int64 {
+	switch {
+	case r.Burst > 0:
+		return r.Burst
+	case r.Algorithm == LeakyBucket:
+		return 1
+	}
+	return r.Limit
+}
+
+// emission returns the GCRA emission interval in ns: one token per
+// Scale/Limit, rounded up so that the rate is never exceeded. limit > 0.
+func emission(scale time.Duration, limit int64) int64 {
+	return (int64(scale) + limit - 1) / limit
+}
+
+// fitsRefill reports whether burst × emission is at most MaxScale.
+func fitsRefill(burst int64, scale time.Duration, limit int64) bool {
+	return burst <= int64(MaxScale)/emission(scale, limit)
+}
+
 // Decision is the answer to a Request.
 type Decision struct {
-	Allowed    bool          // whether the hits were admitted (for a peek: whether one more hit would be)
-	Count      int64         // hits counted in the current window, after this request
-	Limit      int64         // the limit the request was checked against
-	Remaining  int64         // Limit - Count, never negative
-	ResetAfter time.Duration // until the current window ends and the count starts again
-	RetryAfter time.Duration // on a denial, until the window ends and the count starts again; 0 when allowed
+	// Allowed reports whether the hits were admitted (for a peek: whether
+	// one more hit would be).
+	Allowed bool
+	// Count is what the limit is measured against, after this request:
+	// the hits in the current window (fixed window), the weighted count of
+	// the rolling window rounded up (sliding window), or the tokens in use
+	// (token and leaky buckets).
+	Count int64
+	// Limit is the limit the request was checked against: Limit for the
+	// windows, the bucket size (Burst) for token and leaky buckets.
+	Limit     int64
+	Remaining int64 // Limit - Count, never negative
+	// ResetAfter is the time until Count is back to 0 if no more hits come
+	// (for a fixed window: until the window ends).
+	ResetAfter time.Duration
+	// RetryAfter, on a denial, is the exact time until the same request
+	// would be admitted, if no other hits come; a cost that can never fit
+	// gets ResetAfter. It is 0 when allowed.
+	RetryAfter time.Duration
+	// Full reports a denial because the table was full and the request
+	// needed a new bucket (see Config.MaxBuckets): not the limit's doing.
+	Full bool
 }

@@ -3,8 +3,9 @@ package table
 // slot is the mutable state of one bucket.
 type slot struct {
 	id       string
-	count    int64
-	created  int64 // Unix ms of the first counted hit
+	count    int64 // hits in the window; for token and leaky buckets, tokens in use at the last change
+	aux      int64 // sliding window: the previous window's count; GCRA: the TAT, in ns after the window's start
+	created  int64 // Unix ms of the first counted hit in the window
 	modified int64 // Unix ms of the last counted hit
 }
 

@@ -18,6 +18,21 @@ type Config struct {
 	// TrackChanges makes the table remember which buckets each Apply
 	// changed, for Changes to report (a journal writes them).
 	TrackChanges bool
+	// MaxBuckets caps the buckets the table holds; 0 means no cap. When a
+	// new bucket is needed and the table is full, expired buckets go first;
+	// then, if Evict is set, the bucket closest to expiring is evicted
+	// (counted in Stats.Evictions); otherwise the request is denied with
+	// Decision.Full (counted in Stats.Rejections) and nothing changes.
+	MaxBuckets int
+	// Evict selects the evict-oldest policy for a full table; the default
+	// is deny-new.
+	Evict bool
+}
+
+// Stats counts what a bounded table did when it was full.
+type Stats struct {
+	Evictions  int64 // live buckets evicted to make room (Config.Evict)
+	Rejections int64 // requests denied with Decision.Full
 }
 
 // Table holds the buckets of every id. It is not safe for concurrent use:
@@ -40,18 +55,23 @@ type Table struct {
 	ttlMs int64
 	nowNs int64 // the latest time seen, in Unix nanoseconds
 
+	maxBuckets int
+	evict      bool
+	stats      Stats
+
 	track   bool
 	dirty   []uint64 // bit per slot: changed since the last Changes
 	changed []item   // the buckets whose dirty bit is set, in the order first changed
-	rec     []byte   // record buffer reused by Changes
+	deleted []deletion
+	rec     []byte // record buffer reused by Changes
 }
 
 // item is one bucket's key in the ordered table. It is fixed-size so that
 // comparisons never chase a pointer: the id itself lives in the slot and is
 // compared only when two ids of one window share a 64-bit hash.
 type item struct {
-	gs     uint64 // group id << 32 | slot: the group (algorithm, scale, limit) and the index of the state in Table.slots
-	bucket int64  // window number, floor(now_ms / scale_ms)
+	gs     uint64 // group id << 32 | slot: the group and the index of the state in Table.slots
+	bucket int64  // window number, floor(unix_ms / width_ms)
 	hash   uint64 // maphash of the id
 }
 
@@ -65,10 +85,11 @@ func (it item) slot() uint32 { return uint32(it.gs) }
 // probeSlot marks a search key; its id is Table.probe.
 const probeSlot = math.MaxUint32
 
-// group is the set of buckets sharing an algorithm, scale and limit. All
-// windows of a group expire in window order, so the expired buckets of a
-// group are a prefix of its key range, and one index entry per group (not per
-// bucket) is enough to find them.
+// group is the set of buckets sharing a key (namespace, algorithm, scale,
+// and without a namespace limit and burst). All windows of a group expire
+// in window order, so the expired buckets of a group are a prefix of its
+// key range, and one index entry per group (not per bucket) is enough to
+// find them.
 type group struct {
 	key       groupKey
 	id        uint32
@@ -78,11 +99,55 @@ type group struct {
 	indexed   bool  // whether due is in Table.due
 }
 
+// groupKey names a group.
 type groupKey struct {
+	ns      string
 	alg     Algorithm
 	scaleMs int64
-	limit   int64
+	// widthMs is the width of the key windows: the scale, or for a token
+	// or leaky bucket whose refill time is longer, that time, so that a
+	// bucket is live only in the window of its last change and the next.
+	widthMs int64
+	limit   int64 // 0 with a namespace: a rule's limit may change
+	burst   int64 // the requested Burst; 0 with a namespace or for windows
 }
+
+// span is how many windows a bucket stays live from its window's start:
+// a fixed window one; a sliding window two (it is the next window's
+// previous); a GCRA bucket two (it refills within a width of its last change).
+func (k *groupKey) span() int64 {
+	if k.alg == FixedWindow {
+		return 1
+	}
+	return 2
+}
+
+// expired reports whether a bucket of group k in window w can no longer
+// change a decision at nowMs, ttlMs later.
+func (k *groupKey) expired(w, nowMs, ttlMs int64) bool {
+	return (w+k.span())*k.widthMs+ttlMs <= nowMs
+}
+
+// keyOf returns the group key of req.
+func keyOf(req *Request) groupKey {
+	k := groupKey{ns: req.Namespace, alg: req.Algorithm, scaleMs: req.Scale.Milliseconds()}
+	k.widthMs = k.scaleMs
+	if req.Algorithm.gcra() && req.Limit > 0 {
+		refill := req.burst() * emission(req.Scale, req.Limit) // ns, at most MaxScale
+		if w := (refill + msNs - 1) / msNs; w > k.widthMs {
+			k.widthMs = w
+		}
+	}
+	if req.Namespace == "" {
+		k.limit = req.Limit
+		if req.Algorithm.gcra() {
+			k.burst = req.Burst
+		}
+	}
+	return k
+}
+
+const msNs = int64(time.Millisecond)
 
 type dueItem struct {
 	at  int64
@@ -92,10 +157,12 @@ type dueItem struct {
 // New returns an empty Table.
 func New(cfg Config) *Table {
 	t := &Table{
-		groups: make(map[groupKey]*group),
-		seed:   maphash.MakeSeed(),
-		ttlMs:  int64((cfg.BucketTTL + time.Millisecond - 1) / time.Millisecond),
-		track:  cfg.TrackChanges,
+		groups:     make(map[groupKey]*group),
+		seed:       maphash.MakeSeed(),
+		ttlMs:      int64((cfg.BucketTTL + time.Millisecond - 1) / time.Millisecond),
+		track:      cfg.TrackChanges,
+		maxBuckets: cfg.MaxBuckets,
+		evict:      cfg.Evict,
 	}
 	opts := btree.Options{NoLocks: true, Degree: 128}
 	t.tree = btree.NewBTreeGOptions(t.less, opts)
@@ -132,17 +199,40 @@ func (t *Table) idOf(slot uint32) string {
 // Len returns the number of buckets in the table, expired or not.
 func (t *Table) Len() int { return t.tree.Len() }
 
+// Stats returns what the table did when it was full.
+func (t *Table) Stats() Stats { return t.stats }
+
 // advance moves the table's clock to now unless it is already later, and
 // returns the table's time in Unix nanoseconds and milliseconds.
 func (t *Table) advance(now time.Time) (ns, ms int64) {
 	if n := now.UnixNano(); n > t.nowNs {
 		t.nowNs = n
 	}
-	return t.nowNs, floorDiv(t.nowNs, int64(time.Millisecond))
+	return t.nowNs, floorDiv(t.nowNs, msNs)
 }
 
-// Apply counts req.Hits against the bucket of req.ID in the window that
-// holds now, and returns the decision.
+// groupOf returns the group of k, or nil.
+func (t *Table) groupOf(k *groupKey) *group {
+	g := t.last
+	if g == nil || g.key != *k {
+		g = t.groups[*k]
+	}
+	if g != nil {
+		t.last = g
+	}
+	return g
+}
+
+// find returns the bucket of id in window b of g.
+func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
+	t.probe = id
+	it, ok := t.tree.Get(mkItem(g.id, b, h, probeSlot))
+	t.probe = ""
+	return it, ok
+}
+
+// Apply counts req.Hits against the bucket of req.ID and returns the
+// decision, by req.Algorithm.
 //
 // A request is checked against the limit on every hit, the first included.
 // A cost that does not fit is denied and consumes nothing; a peek
@@ -150,22 +240,24 @@ func (t *Table) advance(now time.Time) (ns, ms int64) {
 // (see Request.Validate); the System facade validates before it asks.
 func (t *Table) Apply(req Request, now time.Time) Decision {
 	ns, ms := t.advance(now)
-	gk := groupKey{alg: req.Algorithm, scaleMs: req.Scale.Milliseconds(), limit: req.Limit}
-	b := floorDiv(ms, gk.scaleMs)
-	reset := time.Duration((b+1)*gk.scaleMs*int64(time.Millisecond) - ns)
+	k := keyOf(&req)
+	g := t.groupOf(&k)
 	h := maphash.String(t.seed, req.ID)
-
-	g := t.last
-	if g == nil || g.key != gk {
-		g = t.groups[gk]
+	switch {
+	case req.Algorithm == SlidingWindow:
+		return t.applySliding(g, &k, &req, h, ns, ms)
+	case req.Algorithm.gcra():
+		return t.applyGCRA(g, &k, &req, h, ns, ms)
 	}
+	return t.applyFixed(g, &k, &req, h, ns, ms)
+}
+
+func (t *Table) applyFixed(g *group, k *groupKey, req *Request, h uint64, ns, ms int64) Decision {
+	b := floorDiv(ms, k.widthMs)
+	reset := (b+1)*k.widthMs*msNs - ns
 	if g != nil {
-		t.last = g
-		t.probe = req.ID
-		it, ok := t.tree.Get(mkItem(g.id, b, h, probeSlot))
-		t.probe = ""
-		if ok {
-			d := decideFixed(t.slots.at(it.slot()).count, &req, reset)
+		if it, ok := t.find(g, b, h, req.ID); ok {
+			d := decideFixed(t.slots.at(it.slot()).count, req, reset)
 			if d.Allowed && req.Hits > 0 {
 				s := t.slots.mut(it.slot())
 				s.count = d.Count
@@ -175,18 +267,158 @@ func (t *Table) Apply(req Request, now time.Time) Decision {
 			return d
 		}
 	}
-	d := decideFixed(0, &req, reset)
+	d := decideFixed(0, req, reset)
+	if d.Allowed && req.Hits > 0 && !t.create(g, k, b, h, req.ID, slot{count: d.Count}, ms) {
+		return t.full(d)
+	}
+	return d
+}
+
+func (t *Table) applySliding(g *group, k *groupKey, req *Request, h uint64, ns, ms int64) Decision {
+	b := floorDiv(ms, k.widthMs)
+	w := windowState{size: k.widthMs * msNs}
+	w.elapsed = ns - b*w.size
+	var cur item
+	found := false
+	if g != nil {
+		if cur, found = t.find(g, b, h, req.ID); found {
+			s := t.slots.at(cur.slot())
+			w.cur, w.prev = s.count, s.aux
+		} else if p, ok := t.find(g, b-1, h, req.ID); ok {
+			w.prev = t.slots.at(p.slot()).count
+		}
+	}
+	d := w.decide(req)
 	if !d.Allowed || req.Hits == 0 {
 		return d
 	}
-	if g == nil {
-		g = t.newGroup(gk)
+	if found {
+		s := t.slots.mut(cur.slot())
+		s.count += req.Hits
+		s.modified = ms
+		t.mark(cur)
+		return d
+	}
+	// The previous window's count is final: keep it beside the new count,
+	// so later hits in this window need one search, not two.
+	if !t.create(g, k, b, h, req.ID, slot{count: req.Hits, aux: w.prev}, ms) {
+		return t.full(d)
+	}
+	return d
+}
+
+func (t *Table) applyGCRA(g *group, k *groupKey, req *Request, h uint64, ns, ms int64) Decision {
+	burst := req.burst()
+	if req.Limit == 0 {
+		// No rate: nothing ever fits. Ask again after a scale.
+		return Decision{Limit: burst, Remaining: 0, RetryAfter: req.Scale}
+	}
+	width := k.widthMs * msNs
+	b := floorDiv(ms, k.widthMs)
+	c := gcraState{emission: emission(req.Scale, req.Limit), burst: burst, tat: ns}
+	it, found := item{}, false
+	if g != nil {
+		// A bucket lives in the window of its last change: this one or
+		// the one before.
+		if it, found = t.find(g, b, h, req.ID); !found {
+			it, found = t.find(g, b-1, h, req.ID)
+		}
+		if found {
+			c.tat = max(it.bucket*width+t.slots.at(it.slot()).aux, ns)
+		}
+	}
+	d := c.decide(req, ns)
+	if !d.Allowed || req.Hits == 0 {
+		return d
+	}
+	tat := c.tat + req.Hits*c.emission
+	if !found {
+		if !t.create(g, k, b, h, req.ID, slot{count: d.Count, aux: tat - b*width}, ms) {
+			return t.full(d)
+		}
+		return d
+	}
+	it = t.moveTo(g, it, b, ms)
+	s := t.slots.mut(it.slot())
+	s.count, s.aux, s.modified = d.Count, tat-b*width, ms
+	t.mark(it)
+	return d
+}
+
+// moveTo moves bucket it of g to window b, where its next state belongs,
+// and returns its new key. The bucket keeps its slot; its old key is
+// journaled as deleted.
+func (t *Table) moveTo(g *group, it item, b int64, ms int64) item {
+	if it.bucket == b {
+		return it
+	}
+	t.logDelete(g, it)
+	t.tree.Delete(it)
+	moved := it
+	moved.bucket = b
+	t.tree.SetHint(moved, &t.hint)
+	t.slots.mut(it.slot()).created = ms
+	t.rekey(it, moved)
+	return moved
+}
+
+// create inserts a new bucket of state s for id in window b, creating its
+// group if g is nil. It reports false, changing nothing, when the table is
+// full and the policy is deny-new.
+func (t *Table) create(g *group, k *groupKey, b int64, h uint64, id string, s slot, ms int64) bool {
+	if t.maxBuckets > 0 && t.tree.Len() >= t.maxBuckets && !t.makeRoom(ms) {
+		return false
+	}
+	if g == nil || t.byID[g.id] != g {
+		// A new group, or one that making room dropped.
+		if g = t.groups[*k]; g == nil {
+			g = t.newGroup(*k)
+		}
+		t.last = g
 	}
 	idx := t.slots.alloc()
 	// Clone the id: the caller's string may be a slice of something much
 	// larger (a request line) that the table must not keep alive.
-	*t.slots.mut(idx) = slot{id: strings.Clone(req.ID), count: d.Count, created: ms, modified: ms}
+	s.id = strings.Clone(id)
+	s.created, s.modified = ms, ms
+	*t.slots.mut(idx) = s
 	t.insert(g, mkItem(g.id, b, h, idx))
+	return true
+}
+
+// makeRoom frees one bucket in a full table: an expired one, or with the
+// evict policy the one closest to expiring. It reports whether it did.
+func (t *Table) makeRoom(ms int64) bool {
+	if t.DeleteExpired(time.UnixMilli(ms), 1) == 1 {
+		return true
+	}
+	if !t.evict {
+		return false
+	}
+	d, ok := t.due.Min()
+	if !ok {
+		return false
+	}
+	g := t.byID[d.gid]
+	var victim item
+	t.tree.Ascend(mkItem(g.id, math.MinInt64, 0, probeSlot), func(it item) bool {
+		victim = it
+		return false
+	})
+	t.logDelete(g, victim)
+	t.remove(g, victim)
+	t.stats.Evictions++
+	return true
+}
+
+// full turns d into the denial of a request that found the table full.
+func (t *Table) full(d Decision) Decision {
+	t.stats.Rejections++
+	d.Allowed, d.Full = false, true
+	d.Count, d.Remaining = 0, d.Limit
+	if d.RetryAfter = d.ResetAfter; d.RetryAfter <= 0 {
+		d.RetryAfter = time.Second
+	}
 	return d
 }
 
@@ -198,24 +430,6 @@ func (t *Table) insert(g *group, it item) {
 		t.reindex(g, it.bucket)
 	}
 	t.mark(it)
-}
-
-// decideFixed is the fixed-window rule for a window already holding count hits.
-func decideFixed(count int64, req *Request, reset time.Duration) Decision {
-	d := Decision{Limit: req.Limit, ResetAfter: reset}
-	switch {
-	case req.Hits == 0:
-		d.Allowed = count < req.Limit
-	case req.Hits <= req.Limit-count:
-		d.Allowed = true
-		count += req.Hits
-	}
-	d.Count = count
-	d.Remaining = max(req.Limit-count, 0)
-	if !d.Allowed {
-		d.RetryAfter = reset
-	}
-	return d
 }
 
 // newGroup registers an empty group for k, reusing a free group id.
@@ -252,16 +466,32 @@ func (t *Table) reindex(g *group, minBucket int64) {
 		t.due.Delete(dueItem{at: g.due, gid: g.id})
 	}
 	g.minBucket = minBucket
-	g.due = (minBucket+1)*g.key.scaleMs + t.ttlMs
+	g.due = (minBucket+g.key.span())*g.key.widthMs + t.ttlMs
 	g.indexed = true
 	t.due.Set(dueItem{at: g.due, gid: g.id})
 }
 
+// remove deletes one bucket of group g. It reports whether that was the
+// group's last bucket, so that the group is gone too.
+func (t *Table) remove(g *group, it item) bool {
+	t.tree.Delete(it)
+	t.unmark(it.slot())
+	t.slots.release(it.slot())
+	if g.n--; g.n == 0 {
+		t.dropGroup(g)
+		return true
+	}
+	// g's index entry may now point at a window with no bucket left; it is a
+	// lower bound still, and DeleteExpired moves it on when it comes due.
+	return false
+}
+
 // DeleteExpired deletes up to max buckets that expired at or before now
-// (plus the configured TTL) and returns how many it deleted. A fixed-window
-// bucket expires when its window ends: from then on no decision reads it.
-// The cost is proportional to the buckets deleted (times log n), not to the
-// size of the table.
+// (plus the configured TTL) and returns how many it deleted. A bucket
+// expires when no decision can read it any more: a fixed window when it
+// ends, a sliding window when the next one ends, a token or leaky bucket
+// when it has refilled. The cost is proportional to the buckets deleted
+// (times log n), not to the size of the table.
 func (t *Table) DeleteExpired(now time.Time, max int) int {
 	_, ms := t.advance(now)
 	deleted := 0
@@ -271,7 +501,8 @@ func (t *Table) DeleteExpired(now time.Time, max int) int {
 			break
 		}
 		g := t.byID[d.gid]
-		cut := floorDiv(ms-t.ttlMs, g.key.scaleMs) // windows below cut have expired
+		// Windows below cut have expired.
+		cut := floorDiv(ms-t.ttlMs, g.key.widthMs) - g.key.span() + 1
 		t.tree.DeleteAscend(mkItem(g.id, math.MinInt64, 0, probeSlot), func(it item) btree.Action {
 			if it.gid() != g.id || it.bucket >= cut || deleted >= max {
 				return btree.Stop
@@ -292,41 +523,6 @@ func (t *Table) DeleteExpired(now time.Time, max int) int {
 		})
 	}
 	return deleted
-}
-
-// Bucket is the state of one bucket, as Get reports it.
-type Bucket struct {
-	ID         string
-	Algorithm  Algorithm
-	Scale      time.Duration
-	Limit      int64
-	Window     int64 // window number: floor(unix_ms / scale_ms)
-	Count      int64
-	CreatedAt  time.Time // first counted hit in the window, millisecond precision
-	ModifiedAt time.Time // last counted hit in the window, millisecond precision
-}
-
-// Get returns the bucket that req would be counted in at now, if it exists.
-// It changes nothing.
-func (t *Table) Get(req Request, now time.Time) (Bucket, bool) {
-	g := t.groups[groupKey{alg: req.Algorithm, scaleMs: req.Scale.Milliseconds(), limit: req.Limit}]
-	if g == nil {
-		return Bucket{}, false
-	}
-	_, ms := t.advance(now)
-	b := floorDiv(ms, g.key.scaleMs)
-	t.probe = req.ID
-	it, ok := t.tree.Get(mkItem(g.id, b, maphash.String(t.seed, req.ID), probeSlot))
-	t.probe = ""
-	if !ok {
-		return Bucket{}, false
-	}
-	s := t.slots.at(it.slot())
-	return Bucket{
-		ID: s.id, Algorithm: g.key.alg, Scale: time.Duration(g.key.scaleMs) * time.Millisecond,
-		Limit: g.key.limit, Window: b, Count: s.count,
-		CreatedAt: time.UnixMilli(s.created), ModifiedAt: time.UnixMilli(s.modified),
-	}, true
 }
 
 // floorDiv is a / b rounded toward negative infinity, for b > 0.

@@ -1,0 +1,173 @@
+package table
+
+import (
+	"hash/maphash"
+	"sort"
+	"time"
+)
+
+// Refund gives back up to req.Hits (> 0) hits to the bucket req would be
+// counted in now, and returns the decision a peek would get afterwards. A
+// refund never takes a bucket below empty (a count below 0, a token bucket
+// above full), never touches a window that has ended, and never creates a
+// bucket. req.Hits must be positive; the other fields are as for Apply.
+func (t *Table) Refund(req Request, now time.Time) Decision {
+	ns, ms := t.advance(now)
+	k := keyOf(&req)
+	if g := t.groupOf(&k); g != nil && req.Hits > 0 {
+		h := maphash.String(t.seed, req.ID)
+		b := floorDiv(ms, k.widthMs)
+		if req.Algorithm.gcra() {
+			t.refundGCRA(g, &k, &req, h, b, ns, ms)
+		} else if it, ok := t.find(g, b, h, req.ID); ok {
+			s := t.slots.mut(it.slot())
+			s.count -= min(req.Hits, s.count)
+			s.modified = ms
+			t.mark(it)
+		}
+	}
+	req.Hits = 0
+	return t.Apply(req, now)
+}
+
+func (t *Table) refundGCRA(g *group, k *groupKey, req *Request, h uint64, b, ns, ms int64) {
+	if req.Limit == 0 {
+		return
+	}
+	it, ok := t.find(g, b, h, req.ID)
+	if !ok {
+		if it, ok = t.find(g, b-1, h, req.ID); !ok {
+			return
+		}
+	}
+	width := k.widthMs * msNs
+	e := emission(req.Scale, req.Limit)
+	tat := max(it.bucket*width+t.slots.at(it.slot()).aux, ns)
+	tat = max(tat-min(req.Hits, req.burst())*e, ns)
+	it = t.moveTo(g, it, b, ms)
+	s := t.slots.mut(it.slot())
+	s.aux, s.count, s.modified = tat-b*width, (tat-ns+e-1)/e, ms
+	t.mark(it)
+}
+
+// Reset deletes every bucket of req.ID under req's limit (its current and
+// previous windows), so its next hit starts afresh, and returns how many it
+// deleted. Other limits on the same id are untouched.
+func (t *Table) Reset(req Request, now time.Time) int {
+	_, ms := t.advance(now)
+	k := keyOf(&req)
+	g := t.groupOf(&k)
+	if g == nil {
+		return 0
+	}
+	h := maphash.String(t.seed, req.ID)
+	b := floorDiv(ms, k.widthMs)
+	deleted := 0
+	for _, w := range []int64{b, b - 1} {
+		if it, ok := t.find(g, w, h, req.ID); ok {
+			t.logDelete(g, it)
+			deleted++
+			if t.remove(g, it) {
+				break // the group is gone
+			}
+		}
+	}
+	return deleted
+}
+
+// Bucket is the state of one bucket, as Buckets reports it.
+type Bucket struct {
+	ID        string
+	Namespace string
+	Algorithm Algorithm
+	Scale     time.Duration
+	Limit     int64 // the limit of the bucket's key; 0 with a namespace
+	Burst     int64 // the burst of the bucket's key; 0 with a namespace or for windows
+	Window    int64 // window number: floor(unix_ms / width), width the scale or a GCRA bucket's refill time
+	// Count is the hits counted in the window; for a token or leaky bucket,
+	// the tokens in use at its last change.
+	Count int64
+	// Previous is a sliding window's count of the window before.
+	Previous int64
+	// FullAt is when a token or leaky bucket is full again (its TAT).
+	FullAt     time.Time
+	CreatedAt  time.Time // first counted hit in the window, millisecond precision
+	ModifiedAt time.Time // last change, millisecond precision
+	Expired    bool      // no decision reads it any more; a sweep will delete it
+}
+
+// Buckets returns every bucket of id, under every limit, sorted by
+// namespace, algorithm, scale, limit, burst and window. It changes nothing.
+// It costs a search per limit in use.
+func (t *Table) Buckets(id string, now time.Time) []Bucket {
+	_, ms := t.advance(now)
+	h := maphash.String(t.seed, id)
+	var out []Bucket
+	for _, g := range t.byID {
+		if g == nil {
+			continue
+		}
+		b := floorDiv(ms, g.key.widthMs)
+		for w := b - g.key.span(); w <= b; w++ {
+			if it, ok := t.find(g, w, h, id); ok {
+				out = append(out, t.bucketOf(g, it, ms))
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		switch {
+		case a.Namespace != b.Namespace:
+			return a.Namespace < b.Namespace
+		case a.Algorithm != b.Algorithm:
+			return a.Algorithm < b.Algorithm
+		case a.Scale != b.Scale:
+			return a.Scale < b.Scale
+		case a.Limit != b.Limit:
+			return a.Limit < b.Limit
+		case a.Burst != b.Burst:
+			return a.Burst < b.Burst
+		}
+		return a.Window < b.Window
+	})
+	return out
+}
+
+func (t *Table) bucketOf(g *group, it item, ms int64) Bucket {
+	s := t.slots.at(it.slot())
+	k := &g.key
+	b := Bucket{
+		ID: s.id, Namespace: k.ns, Algorithm: k.alg, Scale: time.Duration(k.scaleMs) * time.Millisecond,
+		Limit: k.limit, Burst: k.burst, Window: it.bucket, Count: s.count,
+		CreatedAt: time.UnixMilli(s.created), ModifiedAt: time.UnixMilli(s.modified),
+		Expired: k.expired(it.bucket, ms, 0),
+	}
+	switch {
+	case k.alg == SlidingWindow:
+		b.Previous = s.aux
+	case k.alg.gcra():
+		b.FullAt = time.Unix(0, it.bucket*k.widthMs*msNs+s.aux)
+	}
+	return b
+}
+
+// Get returns the bucket that req would be counted in at now, if it exists.
+// It changes nothing.
+func (t *Table) Get(req Request, now time.Time) (Bucket, bool) {
+	_, ms := t.advance(now)
+	k := keyOf(&req)
+	g := t.groups[k]
+	if g == nil {
+		return Bucket{}, false
+	}
+	h := maphash.String(t.seed, req.ID)
+	b := floorDiv(ms, k.widthMs)
+	it, ok := t.find(g, b, h, req.ID)
+	if !ok && req.Algorithm.gcra() {
+		it, ok = t.find(g, b-1, h, req.ID)
+	}
+	if !ok {
+		return Bucket{}, false
+	}
+	return t.bucketOf(g, it, ms), true
+}
