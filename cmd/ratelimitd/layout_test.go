@@ -19,10 +19,12 @@ func TestLayout(t *testing.T) {
 	const module = "github.com/ratelimitd/ratelimitd/"
 	rules := map[string]struct{ ours, theirs []string }{
 		"table":             {nil, []string{"github.com/tidwall/btree"}},
+		"table/journal":     {nil, []string{"github.com/edsrzf/mmap-go"}},
 		"sweeper":           {[]string{"table"}, []string{"github.com/asynkron/protoactor-go"}},
 		"sweeper/clocktest": {[]string{"sweeper"}, nil},
-		"actors":            {[]string{"table", "sweeper"}, []string{"github.com/asynkron/protoactor-go"}},
-		"api":               {[]string{"actors", "table"}, []string{"github.com/prometheus/client_golang"}},
+		"actors":            {[]string{"table", "table/journal", "sweeper"}, []string{"github.com/asynkron/protoactor-go"}},
+		"api":               {[]string{"actors", "table", "api/rules"}, []string{"github.com/prometheus/client_golang"}},
+		"api/rules":         {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		"cmd/ratelimitd":    {[]string{"actors", "api", "sweeper", "table"}, nil},
 	}
 	root := filepath.Join("..", "..")

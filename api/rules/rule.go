@@ -1,0 +1,373 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// Limits on a Rule, enforced by Rule.Validate.
+const (
+	// MaxNameLen is the longest rule name, in bytes.
+	MaxNameLen = 64
+	// MaxPrefixLen is the longest Match.Prefix, in bytes.
+	MaxPrefixLen = 1024
+	// MaxMethodLen is the longest Match.Method, in bytes.
+	MaxMethodLen = 32
+	// MaxHostLen is the longest Match.Host, in bytes, port included.
+	MaxHostLen = 261
+)
+
+// The rules a field can break, as written in Error.Rule.
+const (
+	ruleRequired  = "is required"
+	ruleNegative  = "must not be negative"
+	ruleName      = "must be 1 to 64 characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit"
+	ruleWholeMs   = "must be a whole number of milliseconds"
+	ruleScaleForm = `must be a duration such as "30s" or an integer number of milliseconds`
+	ruleInteger   = "must be an integer between 0 and 9223372036854775807"
+	ruleBool      = "must be true or false"
+	ruleString    = "must be a string"
+	ruleUnknown   = "is not a known field"
+	rulePrefix    = `must start with "/"`
+	rulePrefixLen = "must be at most 1024 bytes"
+	rulePrefixChr = "must be valid UTF-8 without spaces, control characters, '?' or '#'"
+	ruleMethod    = "must be an HTTP method token of at most 32 characters, such as GET or POST"
+	ruleHost      = "must be a host name or IP address, optionally with a port"
+)
+
+// ruleScaleRange is the range rule of scale, the same wording as
+// table.Request.Validate's.
+var ruleScaleRange = "must be between " + table.MinScale.String() + " and " + table.MaxScale.String()
+
+// Match selects the requests a rule applies to. The zero Match selects no
+// request: the rule is then used only by name (?rule=NAME).
+//
+// Prefix is required in a non-zero Match. See Set.Match for how a request is
+// matched.
+type Match struct {
+	Prefix string // URL path prefix, starting with "/"; compared ASCII case-insensitively, segment by segment
+	Method string // HTTP method; empty matches every method; stored upper-case
+	Host   string // host name or IP address; empty matches every host; stored lower-case, without port
+}
+
+// IsZero reports whether m is the zero Match, which selects no request.
+func (m Match) IsZero() bool { return m == Match{} }
+
+// Rule is a named rate limit: at most Limit hits per Scale, counted with
+// Algorithm, optionally applied to the requests Match selects.
+//
+// Rule is comparable with ==. Rules held by a Set are in canonical form:
+// Match.Method upper-case, Match.Host lower-case without a port.
+type Rule struct {
+	// Name identifies the rule: 1 to MaxNameLen characters of [a-z0-9_.-],
+	// starting with a letter or digit. Unique within a Set.
+	Name string
+	// Algorithm counts the hits; the zero value is table.FixedWindow.
+	Algorithm table.Algorithm
+	// Scale is the window: a whole number of milliseconds within
+	// [table.MinScale, table.MaxScale].
+	Scale time.Duration
+	// Limit is the number of hits admitted per window; 0 denies everything.
+	Limit int64
+	// Burst is the bucket size of bucket algorithms; 0 means Limit. Accepted,
+	// and ignored, by the other algorithms.
+	Burst int64
+	// Shadow makes the rule count and report without ever denying.
+	Shadow bool
+	// Match selects the requests the rule applies to; zero: used only by name.
+	Match Match
+}
+
+// Validate reports the first field of r that breaks its rule, in the order
+// name, algorithm, scale, limit, burst, match.prefix, match.method,
+// match.host, as an *Error with Index -1. It makes the same checks as Parse
+// makes of each rule; the checks across rules (unique names, unambiguous
+// matches) are NewSet's. Match.Method and Match.Host may be in any case, and
+// Match.Host may carry a port: NewSet stores them in canonical form.
+func (r Rule) Validate() error {
+	if e := r.check(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// check is Validate with a concrete result type.
+func (r Rule) check() *Error {
+	fail := func(field, rule string) *Error {
+		return &Error{Index: -1, Name: r.Name, Field: field, Rule: rule}
+	}
+	if msg := checkName(r.Name); msg != "" {
+		return fail("name", msg)
+	}
+	if msg := checkAlgorithm(r.Algorithm); msg != "" {
+		return fail("algorithm", msg)
+	}
+	switch {
+	case r.Scale < table.MinScale || r.Scale > table.MaxScale:
+		return fail("scale", ruleScaleRange)
+	case r.Scale%time.Millisecond != 0:
+		return fail("scale", ruleWholeMs)
+	case r.Limit < 0:
+		return fail("limit", ruleNegative)
+	case r.Burst < 0:
+		return fail("burst", ruleNegative)
+	}
+	if r.Match.IsZero() {
+		return nil
+	}
+	if msg := checkPrefix(r.Match.Prefix); msg != "" {
+		return fail("match.prefix", msg)
+	}
+	if r.Match.Method != "" && !validMethod(r.Match.Method) {
+		return fail("match.method", ruleMethod)
+	}
+	if r.Match.Host != "" && !validHost(r.Match.Host) {
+		return fail("match.host", ruleHost)
+	}
+	return nil
+}
+
+// normalize returns r in canonical form; r must be valid.
+func (r Rule) normalize() Rule {
+	r.Match.Method = upperASCII(r.Match.Method)
+	r.Match.Host = lowerASCII(hostOnly(r.Match.Host))
+	return r
+}
+
+// checkName returns the rule name breaks, or "".
+func checkName(name string) string {
+	if name == "" {
+		return ruleRequired
+	}
+	if len(name) > MaxNameLen || !isLowerAlnum(name[0]) {
+		return ruleName
+	}
+	for i := 1; i < len(name); i++ {
+		if c := name[i]; !isLowerAlnum(c) && c != '_' && c != '.' && c != '-' {
+			return ruleName
+		}
+	}
+	return ""
+}
+
+func isLowerAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
+
+// checkAlgorithm returns the rule a breaks, or "". It asks table.ParseAlgorithm,
+// so that algorithms added there are accepted here.
+func checkAlgorithm(a table.Algorithm) string {
+	b, err := table.ParseAlgorithm(a.String())
+	if err != nil {
+		return algorithmRule(err)
+	}
+	if b != a {
+		return "is not a known algorithm"
+	}
+	return ""
+}
+
+// algorithmRule returns the rule in an error of table.ParseAlgorithm.
+func algorithmRule(err error) string {
+	var fe *table.FieldError
+	if errors.As(err, &fe) {
+		return fe.Rule
+	}
+	return err.Error()
+}
+
+// checkPrefix returns the rule p breaks, or "".
+func checkPrefix(p string) string {
+	switch {
+	case p == "":
+		return ruleRequired
+	case p[0] != '/':
+		return rulePrefix
+	case len(p) > MaxPrefixLen:
+		return rulePrefixLen
+	case !utf8.ValidString(p):
+		return rulePrefixChr
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c == 0x7f || c == '?' || c == '#' {
+			return rulePrefixChr
+		}
+	}
+	return ""
+}
+
+// validMethod reports whether m is an HTTP method token (RFC 9110 tchar) of at
+// most MaxMethodLen bytes.
+func validMethod(m string) bool {
+	if m == "" || len(m) > MaxMethodLen {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost reports whether h is a host name or IP address, optionally
+// followed by ":PORT", with an IPv6 address in brackets when a port follows.
+func validHost(h string) bool {
+	if len(h) > MaxHostLen {
+		return false
+	}
+	name, port := h, ""
+	if strings.HasPrefix(h, "[") {
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return false
+		}
+		name, port = h[1:end], h[end+1:]
+		if port != "" {
+			if port[0] != ':' {
+				return false
+			}
+			port = port[1:]
+			if port == "" {
+				return false
+			}
+		}
+		if !strings.Contains(name, ":") {
+			return false
+		}
+	} else if i := strings.IndexByte(h, ':'); i >= 0 && strings.IndexByte(h[i+1:], ':') < 0 {
+		name, port = h[:i], h[i+1:]
+		if port == "" {
+			return false
+		}
+	}
+	if len(port) > 5 {
+		return false
+	}
+	for i := 0; i < len(port); i++ {
+		if port[i] < '0' || port[i] > '9' {
+			return false
+		}
+	}
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	ipv6 := strings.Contains(name, ":")
+	for i := 0; i < len(name); i++ {
+		c, lower := name[i], name[i]|0x20 // lower is c in lower case when c is a letter
+		switch {
+		case '0' <= c && c <= '9', c == '.':
+		case ipv6:
+			if c != ':' && (lower < 'a' || lower > 'f') {
+				return false
+			}
+		case 'a' <= lower && lower <= 'z', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// hostOnly returns h without its port and without the brackets of an IPv6
+// address. It does not allocate.
+func hostOnly(h string) string {
+	if strings.HasPrefix(h, "[") {
+		if end := strings.IndexByte(h, ']'); end > 0 {
+			return h[1:end]
+		}
+		return h
+	}
+	if i := strings.IndexByte(h, ':'); i >= 0 && strings.IndexByte(h[i+1:], ':') < 0 {
+		return h[:i]
+	}
+	return h
+}
+
+// lowerASCII returns s with ASCII upper-case letters lowered, allocating only
+// when s has one.
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// upperASCII returns s with ASCII lower-case letters raised, allocating only
+// when s has one.
+func upperASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'a' <= s[i] && s[i] <= 'z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'a' <= b[j] && b[j] <= 'z' {
+					b[j] -= 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// parseScaleString parses a scale written as a string: all digits are
+// milliseconds, anything else a Go duration. The result is range-checked by
+// Rule.check, except that a number of milliseconds too large to be a
+// Duration is reported here.
+func parseScaleString(s string) (time.Duration, string) {
+	if s != "" && strings.Trim(s, "0123456789") == "" {
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, ruleScaleRange
+		}
+		return scaleFromMillis(ms)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, ruleScaleForm
+	}
+	return d, ""
+}
+
+// scaleFromMillis converts a number of milliseconds to a Duration, reporting
+// the range rule for values Rule.check would reject anyway and that could
+// overflow.
+func scaleFromMillis(ms int64) (time.Duration, string) {
+	if ms < 1 || ms > int64(table.MaxScale/time.Millisecond) {
+		return 0, ruleScaleRange
+	}
+	return time.Duration(ms) * time.Millisecond, ""
+}
+
+// formatScale writes d as a short Go duration: "30s", "1h", "1h30m", "1.5s".
+func formatScale(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// ruleRef names rule j of a list for another rule's error message.
+func ruleRef(indexed bool, j int, name string) string {
+	if indexed {
+		return fmt.Sprintf("rules[%d] %q", j, name)
+	}
+	return fmt.Sprintf("rule %q", name)
+}
