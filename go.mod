@@ -4,8 +4,11 @@ go 1.26.8
 
 require (
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
+	github.com/edsrzf/mmap-go v1.2.0
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/tidwall/btree v1.8.2
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (

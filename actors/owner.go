@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/sweeper"
 	"github.com/ratelimitd/ratelimitd/table"
+	"github.com/ratelimitd/ratelimitd/table/journal"
 )
 
 // shard is what outlives an owner's restarts: its inbox, PID and counters.
@@ -19,6 +20,20 @@ type shard struct {
 	q          inbox
 	buckets    atomic.Int64 // live buckets after the owner's last batch
 	restarts   atomic.Int64
+
+	// With a data directory: the journal, the table recovered from it at
+	// Start (taken by the first owner), and counters.
+	j              *journal.Journal
+	recovered      *table.Table
+	snapshots      sync.WaitGroup // snapshot writers in flight
+	tornTails      atomic.Int64
+	journalErrors  atomic.Int64
+	failedClosed   atomic.Int64
+	failedOpen     atomic.Int64
+	snapshotsTaken atomic.Int64
+	snapshotErrors atomic.Int64
+	evictions      atomic.Int64
+	rejections     atomic.Int64
 }
 
 // inbox queues the checks of one shard. Callers push; the owner takes
@@ -68,19 +83,62 @@ func (q *inbox) close() {
 // drainMessage tells an owner that its inbox holds checks.
 type drainMessage struct{}
 
-// owner is the single writer of one shard's table. A panic while it holds a
-// batch answers the batch's unanswered checks with ErrUnavailable and
-// re-panics, so its supervisor restarts it; the restarted owner starts with
-// an empty table (the journal will let it rebuild) and serves the inbox on.
+// owner is the single writer of one shard's table and journal. A panic
+// while it holds a batch answers the batch's unanswered checks with
+// ErrUnavailable and re-panics, so its supervisor restarts it; the restarted
+// owner rebuilds its table from the journal (or, without a data directory,
+// starts with an empty one) and serves the inbox on.
 type owner struct {
 	sh    *shard
 	cfg   *Config
 	table *table.Table
 	spare []*call
+
+	seen         table.Stats // of table, already added to the shard's counters
+	failing      bool        // the journal's last batch failed
+	broken       error       // the journal could not be reopened after a restart
+	snapshotting bool        // a snapshot writer holds a Frozen copy of table
 }
 
 func newOwner(sh *shard, cfg *Config) *owner {
-	return &owner{sh: sh, cfg: cfg, table: table.New(table.Config{BucketTTL: cfg.BucketTTL})}
+	o := &owner{sh: sh, cfg: cfg}
+	if sh.recovered != nil {
+		o.table, sh.recovered = sh.recovered, nil
+	}
+	return o
+}
+
+// start readies the owner's table: the one recovered at Start, or, after a
+// restart, one rebuilt from the journal.
+func (o *owner) start() {
+	if o.table != nil {
+		return
+	}
+	if o.sh.j == nil && o.cfg.DataDir == "" {
+		o.table = table.New(o.cfg.tableConfig(false))
+		return
+	}
+	// The crashed owner's snapshot writer must finish with the journal
+	// files before they are read again.
+	o.sh.snapshots.Wait()
+	if o.sh.j != nil {
+		if err := o.sh.j.Close(); err != nil {
+			o.cfg.Logger.Error("journal close failed", "shard", o.sh.index, "err", err)
+		}
+		o.sh.j = nil
+	}
+	t, rec, err := o.sh.recover(o.cfg)
+	if err != nil {
+		// Serve on from memory alone rather than not at all; with
+		// FailClosed every batch is refused until a restart.
+		o.cfg.Logger.Error("shard owner could not rebuild its table from the journal", "shard", o.sh.index, "err", err)
+		o.table = table.New(o.cfg.tableConfig(false))
+		o.broken = err
+		return
+	}
+	o.table = t
+	o.cfg.Logger.Warn("shard owner rebuilt its table from the journal", "shard", o.sh.index,
+		"buckets", t.Len(), "records", rec.SnapshotRecords+rec.SegmentRecords, "duration", rec.Duration)
 }
 
 func (o *owner) Receive(c actor.Context) {
@@ -104,15 +162,18 @@ func (o *owner) Receive(c actor.Context) {
 				break
 			}
 		}
+	case snapshotDone:
+		o.snapshotted(m)
 	case *sweeper.Sweep:
 		n := o.table.DeleteExpired(m.Now, m.Max)
 		o.sh.buckets.Store(int64(o.table.Len()))
 		c.Respond(&sweeper.Swept{Round: m.Round, Target: m.Target, Deleted: n, More: n == m.Max})
 	case *actor.Started:
+		o.start()
 		o.sh.buckets.Store(int64(o.table.Len()))
 	case *actor.Restarting:
 		o.sh.restarts.Add(1)
-		o.cfg.Logger.Warn("shard owner restarting with an empty table", "shard", o.sh.index)
+		o.cfg.Logger.Warn("shard owner restarting", "shard", o.sh.index, "journal", o.sh.j != nil)
 	}
 }
 
@@ -146,18 +207,33 @@ func (o *owner) drain(c actor.Context, settle bool) int {
 		if o.cfg.applyHook != nil {
 			o.cfg.applyHook(k.req)
 		}
-		k.dec = o.table.Apply(k.req, now)
+		switch k.op {
+		case opCheck:
+			k.dec = o.table.Apply(k.req, now)
+		case opRefund:
+			k.dec = o.table.Refund(k.req, now)
+		case opReset:
+			k.n = o.table.Reset(k.req, now)
+		case opBuckets:
+			k.buckets = o.table.Buckets(k.req.ID, now)
+		}
 	}
-	// Every decision of the batch is made before any is sent: this is where
-	// the journal makes the batch durable, with one append, before replies.
+	// Every decision of the batch is made before any is sent, and the
+	// journal takes the batch's changes, in one commit, before any reply.
+	err := o.persist()
 	for ; answered < len(batch); answered++ {
 		k := batch[answered]
 		batch[answered] = nil
 		if k.state.Load() == stateTaken {
+			k.err = err
 			k.done <- struct{}{} // k belongs to its caller from here on
 		}
 	}
 	o.sh.buckets.Store(int64(o.table.Len()))
+	o.countTableStats()
+	if answered > 0 {
+		o.maybeSnapshot(c)
+	}
 	o.spare = batch[:0]
 	return answered
 }
@@ -171,4 +247,13 @@ func shardOf(id string, n int) int {
 		h *= 1099511628211
 	}
 	return int(h % uint64(n))
+}
+
+// countTableStats adds what the table did when full since the last call to
+// the shard's counters, which outlive the table.
+func (o *owner) countTableStats() {
+	st := o.table.Stats()
+	o.sh.evictions.Add(st.Evictions - o.seen.Evictions)
+	o.sh.rejections.Add(st.Rejections - o.seen.Rejections)
+	o.seen = st
 }

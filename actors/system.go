@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/sweeper"
 	"github.com/ratelimitd/ratelimitd/table"
+	"github.com/ratelimitd/ratelimitd/table/journal"
 )
 
 // Errors returned by System. Match them with errors.Is.
@@ -25,6 +26,11 @@ var (
 	ErrUnavailable = errors.New("actors: shard owner unavailable")
 	// ErrConfig: a Config field is out of range.
 	ErrConfig = errors.New("actors: invalid config")
+	// ErrJournal: the shard's journal could not take the check's batch (a
+	// full disk, an I/O error) and Config.OnJournalError is FailClosed. The
+	// check was counted in memory but not made durable, so it is refused.
+	// Errors matching ErrJournal also match ErrUnavailable.
+	ErrJournal = errors.New("actors: journal failed")
 )
 
 // Clock is the time source of the shard owners and the sweeper.
@@ -38,6 +44,19 @@ type SweepObserver = sweeper.Observer
 
 // MaxShards is the largest Config.Shards accepted.
 const MaxShards = 1 << 16
+
+// DefaultMaxBuckets bounds the buckets of a System by default: about 1 GiB
+// of buckets with ids of a few dozen bytes.
+const DefaultMaxBuckets = 8 << 20
+
+// tableConfig is the table.Config of one shard.
+func (cfg *Config) tableConfig(track bool) table.Config {
+	tc := table.Config{BucketTTL: cfg.BucketTTL, TrackChanges: track, Evict: cfg.EvictOldest}
+	if cfg.MaxBuckets > 0 {
+		tc.MaxBuckets = (cfg.MaxBuckets + cfg.Shards - 1) / cfg.Shards
+	}
+	return tc
+}
 
 // Config configures a System. The zero value is ready to use.
 type Config struct {
@@ -59,6 +78,36 @@ type Config struct {
 	// SweepObserver, if set, is told about every sweep round.
 	SweepObserver SweepObserver
 
+	// MaxBuckets bounds the buckets held, all shards together (each shard
+	// holds at most its share); 0 means DefaultMaxBuckets, a negative value
+	// no bound. When a shard is full, expired buckets go first; then a new
+	// bucket is refused (Decision.Full) or, with EvictOldest, the bucket
+	// closest to expiring is evicted.
+	MaxBuckets int
+	// EvictOldest selects evict-oldest over deny-new for a full shard.
+	EvictOldest bool
+
+	// DataDir, if set, makes the counters durable: one journal per shard in
+	// this directory (created if missing, locked against a second process),
+	// replayed at Start before the first check and by an owner restarted
+	// after a crash. Empty means state in memory only.
+	DataDir string
+	// JournalSync says when journals are flushed; 0 means SyncInterval.
+	JournalSync SyncMode
+	// JournalSyncInterval is the flush period of SyncInterval; 0 means 100ms.
+	JournalSyncInterval time.Duration
+	// OnJournalError says what a shard does while its journal fails.
+	OnJournalError JournalErrorPolicy
+	// JournalRepair lets Start cut a journal damaged in its middle at the
+	// damage (the rest is kept aside as *.broken) instead of refusing.
+	JournalRepair bool
+	// SegmentSize is the size of each journal segment file; 0 means 8 MiB.
+	SegmentSize int64
+	// SnapshotThreshold is the journal size of a shard, in bytes of
+	// records since its last snapshot, past which it writes a snapshot and
+	// drops the segments it covers; 0 means 32 MiB.
+	SnapshotThreshold int64
+
 	// applyHook, set only by tests, runs in the owner before each Apply.
 	applyHook func(table.Request)
 }
@@ -71,6 +120,31 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("%w: BucketTTL %v is negative", ErrConfig, cfg.BucketTTL)
 	case cfg.SweepBatch < 0:
 		return cfg, fmt.Errorf("%w: SweepBatch %d is negative", ErrConfig, cfg.SweepBatch)
+	case cfg.JournalSync != 0 && cfg.JournalSync != SyncNone && cfg.JournalSync != SyncInterval && cfg.JournalSync != SyncAlways:
+		return cfg, fmt.Errorf("%w: JournalSync %d is not a sync mode", ErrConfig, cfg.JournalSync)
+	case cfg.JournalSyncInterval < 0:
+		return cfg, fmt.Errorf("%w: JournalSyncInterval %v is negative", ErrConfig, cfg.JournalSyncInterval)
+	case cfg.OnJournalError != FailClosed && cfg.OnJournalError != FailOpen:
+		return cfg, fmt.Errorf("%w: OnJournalError %d is not a policy", ErrConfig, cfg.OnJournalError)
+	case cfg.SegmentSize < 0:
+		return cfg, fmt.Errorf("%w: SegmentSize %d is negative", ErrConfig, cfg.SegmentSize)
+	case cfg.SnapshotThreshold < 0:
+		return cfg, fmt.Errorf("%w: SnapshotThreshold %d is negative", ErrConfig, cfg.SnapshotThreshold)
+	}
+	if cfg.MaxBuckets == 0 {
+		cfg.MaxBuckets = DefaultMaxBuckets
+	}
+	if cfg.JournalSync == 0 {
+		cfg.JournalSync = SyncInterval
+	}
+	if cfg.JournalSyncInterval == 0 {
+		cfg.JournalSyncInterval = 100 * time.Millisecond
+	}
+	if cfg.SegmentSize == 0 {
+		cfg.SegmentSize = DefaultSegmentSize
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = DefaultSnapshotThreshold
 	}
 	if cfg.Shards == 0 {
 		cfg.Shards = 4 * runtime.GOMAXPROCS(0)
@@ -96,8 +170,9 @@ type System struct {
 	cfg     Config
 	actors  *actor.ActorSystem
 	shards  []*shard
-	sweeper *actor.PID // nil when sweeping is disabled
-	calls   sync.Pool  // of *call
+	sweeper *actor.PID       // nil when sweeping is disabled
+	calls   sync.Pool        // of *call
+	lock    *journal.DirLock // nil without a data directory
 
 	stopOnce sync.Once
 	stopErr  error
@@ -108,14 +183,35 @@ type Stats struct {
 	Shards   int   // shard owners
 	Buckets  int64 // live buckets in all tables
 	Restarts int64 // owner restarts after a crash since Start
+
+	// With a data directory (all counts since Start):
+	TornTails      int64 // torn journal tails cut at recovery
+	JournalErrors  int64 // batches the journal failed to take or flush
+	FailedClosed   int64 // of those, batches refused (FailClosed)
+	FailedOpen     int64 // of those, batches answered from memory (FailOpen)
+	Snapshots      int64 // snapshots written
+	SnapshotErrors int64 // snapshots that failed
+
+	Evictions  int64 // live buckets evicted from a full shard (EvictOldest)
+	Rejections int64 // checks refused because their shard was full (Decision.Full)
 }
 
 // Start starts a System: its shard owners under a one-for-one supervisor, and
 // its sweeper. ctx bounds the start only.
 func Start(ctx context.Context, cfg Config) (*System, error) {
+	explicitShards := cfg.Shards != 0
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("actors: start: %w", err)
+	}
+	var lock *journal.DirLock
+	if cfg.DataDir != "" {
+		if lock, err = openData(&cfg, explicitShards); err != nil {
+			return nil, err
+		}
 	}
 	logger := cfg.Logger
 	s := &System{
@@ -124,6 +220,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 			return logger.With("lib", "protoactor")
 		})),
 		shards: make([]*shard, cfg.Shards),
+		lock:   lock,
 	}
 	s.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	props := make([]*actor.Props, cfg.Shards)
@@ -132,6 +229,16 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		s.shards[i] = sh
 		props[i] = actor.PropsFromProducer(func() actor.Actor { return newOwner(sh, &s.cfg) },
 			actor.WithDispatcher(sh.dispatcher))
+	}
+	if lock != nil {
+		// Recovery comes before the first check can be taken.
+		if err := recoverAll(&s.cfg, s.shards); err != nil {
+			_ = lock.Unlock()
+			for _, sh := range s.shards {
+				sh.dispatcher.stop()
+			}
+			return nil, err
+		}
 	}
 	ready := make(chan []*actor.PID, 1)
 	s.actors.Root.Spawn(actor.PropsFromProducer(
@@ -148,6 +255,11 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		for _, sh := range s.shards {
 			sh.dispatcher.stop()
 		}
+		if lock != nil {
+			// Every owner goroutine has ended: no journal is in use.
+			closeJournals(s.shards, &s.cfg)
+			_ = lock.Unlock()
+		}
 		return nil, fmt.Errorf("actors: start: %w", ctx.Err())
 	}
 	for i, pid := range pids {
@@ -163,7 +275,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 			Logger:   cfg.Logger,
 		}))
 	}
-	cfg.Logger.Info("rate limiter started", "shards", cfg.Shards, "sweep_interval", cfg.SweepInterval, "bucket_ttl", cfg.BucketTTL)
+	cfg.Logger.Info("rate limiter started", "shards", cfg.Shards, "sweep_interval", cfg.SweepInterval, "bucket_ttl", cfg.BucketTTL, "data_dir", cfg.DataDir)
 	return s, nil
 }
 
@@ -174,25 +286,170 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 // An invalid req returns a *table.FieldError (matching table.ErrInvalid). If
 // ctx ends before the owner takes the check, Check returns ctx.Err() and the
 // check is not counted; once the owner has taken it, Check waits for and
-// returns its decision, so a counted hit is never reported as an error.
+// returns its decision, so a counted hit is never reported as an error. A
+// decision with Full set was refused because the shard's table was full
+// (see Config.MaxBuckets).
 func (s *System) Check(ctx context.Context, req table.Request) (table.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return table.Decision{}, err
 	}
-	if err := ctx.Err(); err != nil {
+	c, err := s.call(ctx, opCheck, req)
+	if err != nil {
 		return table.Decision{}, err
 	}
-	sh := s.shards[shardOf(req.ID, len(s.shards))]
-	c := s.calls.Get().(*call)
-	c.req = req
-	kick, err := sh.q.push(c)
+	d := c.dec
+	s.release(c)
+	return d, nil
+}
+
+// Refund gives back up to req.Hits (at least 1) hits to the bucket req
+// would be counted in now, never taking it below empty, and returns the
+// decision a peek would get afterwards.
+func (s *System) Refund(ctx context.Context, req table.Request) (table.Decision, error) {
+	if err := req.Validate(); err != nil {
+		return table.Decision{}, err
+	}
+	if req.Hits < 1 {
+		return table.Decision{}, &table.FieldError{Field: "hits", Rule: "must be at least 1 for a refund"}
+	}
+	c, err := s.call(ctx, opRefund, req)
 	if err != nil {
+		return table.Decision{}, err
+	}
+	d := c.dec
+	s.release(c)
+	return d, nil
+}
+
+// Reset deletes req.ID's buckets under req's limit, so its next hit starts
+// afresh, and returns how many it deleted. req.Hits is ignored.
+func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
+	req.Hits = 0
+	if err := req.Validate(); err != nil {
+		return 0, err
+	}
+	c, err := s.call(ctx, opReset, req)
+	if err != nil {
+		return 0, err
+	}
+	n := c.n
+	s.release(c)
+	return n, nil
+}
+
+// Buckets returns every bucket of id, under every limit, as the owner of
+// its shard holds them now.
+func (s *System) Buckets(ctx context.Context, id string) ([]table.Bucket, error) {
+	if id == "" || len(id) > table.MaxIDLen {
+		return nil, &table.FieldError{Field: "id", Rule: fmt.Sprintf("must be 1 to %d bytes", table.MaxIDLen)}
+	}
+	c, err := s.call(ctx, opBuckets, table.Request{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	b := c.buckets
+	s.release(c)
+	return b, nil
+}
+
+// MaxCheckAll is the most requests one CheckAll takes.
+const MaxCheckAll = 1000
+
+// CheckAll checks several limits at once, all or nothing: it returns
+// allowed only if every request is admitted, and then every one is counted;
+// if any is denied, the hits of those admitted are refunded, so nothing is
+// consumed. The decisions are in the order of reqs (those refunded show
+// their state before the refund). While CheckAll runs, a concurrent check
+// of the same buckets may see the hits it will refund: it can be denied
+// early, never admitted beyond a limit.
+//
+// Once submitted, the checks are not cancelled by ctx: an all-or-nothing
+// outcome needs every answer.
+func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.Decision, bool, error) {
+	if len(reqs) == 0 || len(reqs) > MaxCheckAll {
+		return nil, false, &table.FieldError{Field: "checks", Rule: fmt.Sprintf("must hold 1 to %d checks", MaxCheckAll)}
+	}
+	for i := range reqs {
+		if err := reqs[i].Validate(); err != nil {
+			var fe *table.FieldError
+			if errors.As(err, &fe) {
+				return nil, false, &table.FieldError{Field: fmt.Sprintf("checks[%d].%s", i, fe.Field), Rule: fe.Rule}
+			}
+			return nil, false, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	decs, err := s.all(opCheck, reqs)
+	if err != nil {
+		return nil, false, err
+	}
+	allowed := true
+	for _, d := range decs {
+		allowed = allowed && d.Allowed
+	}
+	if allowed {
+		return decs, true, nil
+	}
+	var refunds []table.Request
+	for i, d := range decs {
+		if d.Allowed && reqs[i].Hits > 0 {
+			refunds = append(refunds, reqs[i])
+		}
+	}
+	if len(refunds) > 0 {
+		if _, err := s.all(opRefund, refunds); err != nil {
+			return nil, false, err
+		}
+	}
+	return decs, false, nil
+}
+
+// all submits one call per request at once and waits for every answer,
+// whatever ctx does.
+func (s *System) all(o op, reqs []table.Request) ([]table.Decision, error) {
+	calls := make([]*call, len(reqs))
+	var first error
+	for i, req := range reqs {
+		c := s.calls.Get().(*call)
+		c.op, c.req = o, req
+		if err := s.submit(c); err != nil {
+			c.reset()
+			s.calls.Put(c)
+			first = err
+			break
+		}
+		calls[i] = c
+	}
+	decs := make([]table.Decision, len(reqs))
+	for i, c := range calls {
+		if c == nil {
+			continue
+		}
+		<-c.done
+		decs[i] = c.dec
+		if c.err != nil && first == nil {
+			first = c.err
+		}
+		s.release(c)
+	}
+	return decs, first
+}
+
+// call hands one validated request to the owner of its shard and waits for
+// the answer (see Check for cancellation). On success the caller reads the
+// answer from c and then releases it.
+func (s *System) call(ctx context.Context, o op, req table.Request) (*call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := s.calls.Get().(*call)
+	c.op, c.req = o, req
+	if err := s.submit(c); err != nil {
 		c.reset()
 		s.calls.Put(c)
-		return table.Decision{}, err
-	}
-	if kick {
-		s.actors.Root.Send(sh.pid, drainMessage{})
+		return nil, err
 	}
 	if done := ctx.Done(); done == nil {
 		<-c.done // a plain receive: cheaper than a select
@@ -202,15 +459,35 @@ func (s *System) Check(ctx context.Context, req table.Request) (table.Decision, 
 		case <-done:
 			if c.state.CompareAndSwap(statePending, stateCancelled) {
 				// The owner will skip c; it may still look at it, so c is not reused.
-				return table.Decision{}, ctx.Err()
+				return nil, ctx.Err()
 			}
-			<-c.done // the owner took it: the decision is moments away
+			<-c.done // the owner took it: the answer is moments away
 		}
 	}
-	d, err := c.dec, c.err
+	if err := c.err; err != nil {
+		s.release(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// submit queues c in its shard's inbox, waking the owner if it is idle.
+func (s *System) submit(c *call) error {
+	sh := s.shards[shardOf(c.req.ID, len(s.shards))]
+	kick, err := sh.q.push(c)
+	if err != nil {
+		return err
+	}
+	if kick {
+		s.actors.Root.Send(sh.pid, drainMessage{})
+	}
+	return nil
+}
+
+// release returns an answered call to the pool.
+func (s *System) release(c *call) {
 	c.reset()
 	s.calls.Put(c)
-	return d, err
 }
 
 // Stats returns a snapshot of the system's counters.
@@ -219,6 +496,14 @@ func (s *System) Stats() Stats {
 	for _, sh := range s.shards {
 		st.Buckets += sh.buckets.Load()
 		st.Restarts += sh.restarts.Load()
+		st.TornTails += sh.tornTails.Load()
+		st.JournalErrors += sh.journalErrors.Load()
+		st.FailedClosed += sh.failedClosed.Load()
+		st.FailedOpen += sh.failedOpen.Load()
+		st.Snapshots += sh.snapshotsTaken.Load()
+		st.SnapshotErrors += sh.snapshotErrors.Load()
+		st.Evictions += sh.evictions.Load()
+		st.Rejections += sh.rejections.Load()
 	}
 	return st
 }
@@ -264,6 +549,15 @@ func (s *System) stop(ctx context.Context) error {
 		for _, sh := range s.shards {
 			sh.dispatcher.stop()
 		}
+		if s.lock != nil {
+			// Every owner has stopped: flush and close the journals.
+			closeJournals(s.shards, &s.cfg)
+			if uerr := s.lock.Unlock(); uerr != nil {
+				err = fmt.Errorf("actors: stop: unlock %s: %w", s.cfg.DataDir, uerr)
+			}
+		}
+	} else if s.lock != nil {
+		s.cfg.Logger.Error("stop timed out: journals left open", "dir", s.cfg.DataDir)
 	}
 	s.cfg.Logger.Info("rate limiter stopped")
 	return err
@@ -289,12 +583,25 @@ func (p *supervisor) Receive(c actor.Context) {
 
 // call is one Check in flight between its caller and a shard owner.
 type call struct {
-	req   table.Request
-	state atomic.Int32
-	dec   table.Decision
-	err   error
-	done  chan struct{} // capacity 1; the owner signals it once
+	op      op
+	req     table.Request
+	state   atomic.Int32
+	dec     table.Decision
+	n       int            // opReset: buckets deleted
+	buckets []table.Bucket // opBuckets
+	err     error
+	done    chan struct{} // capacity 1; the owner signals it once
 }
+
+// op is what a call asks of its owner.
+type op uint8
+
+const (
+	opCheck   op = iota // Table.Apply
+	opRefund            // Table.Refund
+	opReset             // Table.Reset
+	opBuckets           // Table.Buckets of req.ID
+)
 
 const (
 	statePending   int32 = iota
@@ -311,6 +618,6 @@ func (c *call) fail(err error) {
 }
 
 func (c *call) reset() {
-	c.req, c.dec, c.err = table.Request{}, table.Decision{}, nil
+	c.op, c.req, c.dec, c.n, c.buckets, c.err = opCheck, table.Request{}, table.Decision{}, 0, nil, nil
 	c.state.Store(statePending)
 }

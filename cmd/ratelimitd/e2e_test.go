@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,7 +140,19 @@ type daemon struct {
 	waitErr error         // cmd.Wait's result, set before exited is closed
 
 	termSent atomic.Bool // whether the test sent SIGTERM
+	killed   atomic.Bool // whether the test sent SIGKILL: any exit is expected
 	stopOnce sync.Once
+}
+
+// kill sends SIGKILL to the daemon and waits for it to exit.
+func (d *daemon) kill() {
+	d.t.Helper()
+	d.killed.Store(true)
+	if err := d.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		d.t.Errorf("SIGKILL: %v", err)
+	}
+	<-d.exited
+	d.client.CloseIdleConnections()
 }
 
 // startDaemon starts the daemon with --listen 127.0.0.1:0 and flags, and
@@ -158,8 +171,12 @@ func startDaemon(t *testing.T, flags ...string) *daemon {
 			Transport: &http.Transport{MaxIdleConnsPerHost: 16},
 		},
 	}
+	if !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(strings.TrimLeft(f, "-"), "data-dir") }) {
+		flags = append(flags, "--data-dir", t.TempDir())
+	}
 	d.cmd = exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, flags...)...)
 	d.cmd.Env = daemonEnv()
+	d.cmd.Dir = t.TempDir() // so that no relative path lands in the repository
 	d.cmd.Stdout = d.stdout
 	d.cmd.Stderr = d.logs
 	d.cmd.WaitDelay = stopTimeout
@@ -203,6 +220,10 @@ func (d *daemon) terminate() {
 func (d *daemon) stop() (took time.Duration) {
 	d.stopOnce.Do(func() {
 		d.t.Helper()
+		if d.killed.Load() {
+			<-d.exited
+			return
+		}
 		start := time.Now()
 		select {
 		case <-d.exited:
@@ -855,6 +876,7 @@ func runDaemonOnce(t *testing.T, args ...string) (code int, stdout, stderr strin
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = daemonEnv()
+	cmd.Dir = t.TempDir() // the default ./data lands there
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	killWithParent(cmd)

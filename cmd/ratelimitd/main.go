@@ -86,6 +86,17 @@ type config struct {
 	logLevel        slog.Level
 	shutdownTimeout time.Duration
 	version         bool
+
+	dataDir             string
+	journalSync         actors.SyncMode
+	journalSyncInterval time.Duration
+	onJournalError      actors.JournalErrorPolicy
+	journalRepair       bool
+	segmentSize         int64
+	snapshotThreshold   int64
+
+	maxBuckets  int
+	evictOldest bool
 }
 
 // run is the daemon: it parses args, starts the actor system and the HTTP
@@ -112,6 +123,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"sweep_interval", cfg.sweepInterval,
 		"bucket_ttl", cfg.bucketTTL,
 		"deny_status", cfg.denyStatus,
+		"data_dir", cfg.dataDir,
+		"journal_sync", cfg.journalSync,
+		"on_journal_error", cfg.onJournalError,
+		"max_buckets", cfg.maxBuckets,
+		"evict_oldest", cfg.evictOldest,
 	)
 
 	metrics := api.NewMetrics()
@@ -121,6 +137,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		BucketTTL:     cfg.bucketTTL,
 		Logger:        log.With("component", "actors"),
 		SweepObserver: metrics,
+
+		DataDir:             cfg.dataDir,
+		JournalSync:         cfg.journalSync,
+		JournalSyncInterval: cfg.journalSyncInterval,
+		OnJournalError:      cfg.onJournalError,
+		JournalRepair:       cfg.journalRepair,
+		SegmentSize:         cfg.segmentSize,
+		SnapshotThreshold:   cfg.snapshotThreshold,
+
+		MaxBuckets:  cfg.maxBuckets,
+		EvictOldest: cfg.evictOldest,
 	})
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -236,6 +263,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		logFormat:       "text",
 		logLevel:        slog.LevelInfo,
 		shutdownTimeout: 10 * time.Second,
+
+		dataDir:             "data",
+		journalSync:         actors.SyncInterval,
+		journalSyncInterval: 100 * time.Millisecond,
+		onJournalError:      actors.FailClosed,
+		segmentSize:         actors.DefaultSegmentSize,
+		snapshotThreshold:   actors.DefaultSnapshotThreshold,
+
+		maxBuckets: actors.DefaultMaxBuckets,
 	}
 	fs := flag.NewFlagSet("ratelimitd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -296,6 +332,46 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 		return nil
 	})
+	fs.StringVar(&cfg.dataDir, "data-dir", cfg.dataDir, "`directory` of the journals that keep counters across restarts and crashes (locked: one process per directory); empty keeps state in memory only")
+	fs.Func("journal-sync", "when journals are flushed to disk: none (survives a process crash, not a power loss), interval (every --journal-sync-interval) or always (before each reply) (default interval)", func(s string) error {
+		m, err := actors.ParseSyncMode(s)
+		if err != nil {
+			return errors.New("must be none, interval or always")
+		}
+		cfg.journalSync = m
+		return nil
+	})
+	durationFlag(fs, &cfg.journalSyncInterval, "journal-sync-interval", "`period` of the journal flush in interval mode", false)
+	fs.Func("on-journal-error", "what a shard does while its journal fails (full disk, I/O error): closed refuses checks with 503, open answers from memory (default closed)", func(s string) error {
+		p, err := actors.ParseJournalErrorPolicy(s)
+		if err != nil {
+			return errors.New("must be closed or open")
+		}
+		cfg.onJournalError = p
+		return nil
+	})
+	fs.BoolVar(&cfg.journalRepair, "journal-repair", false, "start even if a journal is damaged in its middle, cutting it at the damage (the rest is kept as *.broken)")
+	bytesFlag(fs, &cfg.segmentSize, "journal-segment-size", "`size` of each journal segment file, e.g. 8MiB (a multiple of 64KiB)")
+	bytesFlag(fs, &cfg.snapshotThreshold, "snapshot-threshold", "journal `size` of a shard past which it writes a snapshot and drops the segments it covers, e.g. 32MiB")
+	fs.Func("max-buckets", "`number` of buckets held at most, all shards together: memory stays bounded however many ids arrive (default "+strconv.Itoa(actors.DefaultMaxBuckets)+", about 1 GiB)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return errors.New("must be a positive integer")
+		}
+		cfg.maxBuckets = n
+		return nil
+	})
+	fs.Func("on-full", "what a full table does with a new id, once expired buckets are gone: deny-new (503 with Retry-After) or evict-oldest (the bucket closest to expiring goes) (default deny-new)", func(s string) error {
+		switch s {
+		case "deny-new":
+			cfg.evictOldest = false
+		case "evict-oldest":
+			cfg.evictOldest = true
+		default:
+			return errors.New("must be deny-new or evict-oldest")
+		}
+		return nil
+	})
 	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
 
 	if err := fs.Parse(args); err != nil {
@@ -329,6 +405,52 @@ func durationFlag(fs *flag.FlagSet, p *time.Duration, name, usage string, zeroOK
 		*p = d
 		return nil
 	})
+}
+
+// bytesFlag defines a size flag on fs: a positive whole number of bytes,
+// optionally with a suffix KiB, MiB or GiB.
+func bytesFlag(fs *flag.FlagSet, p *int64, name, usage string) {
+	usage = fmt.Sprintf("%s (default %s)", usage, formatBytes(*p))
+	fs.Func(name, usage, func(s string) error {
+		n, err := parseBytes(s)
+		if err != nil {
+			return err
+		}
+		*p = n
+		return nil
+	})
+}
+
+var byteUnits = []struct {
+	suffix string
+	size   int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}}
+
+// parseBytes parses a size such as 65536, 64KiB or 8MiB.
+func parseBytes(s string) (int64, error) {
+	bad := errors.New("must be a positive whole number of bytes, optionally with KiB, MiB or GiB, such as 8MiB")
+	for _, u := range byteUnits {
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n <= 0 || n > (1<<50)/u.size {
+			return 0, bad
+		}
+		return n * u.size, nil
+	}
+	return 0, bad
+}
+
+// formatBytes writes n with the largest unit that divides it.
+func formatBytes(n int64) string {
+	for _, u := range byteUnits[:3] {
+		if n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // checkListenAddr reports whether s is a host:port that net.Listen("tcp")

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors"
 )
 
 // defaults is the config of no flags at all.
@@ -22,6 +24,15 @@ var defaults = config{
 	logFormat:       "text",
 	logLevel:        slog.LevelInfo,
 	shutdownTimeout: 10 * time.Second,
+
+	dataDir:             "data",
+	journalSync:         actors.SyncInterval,
+	journalSyncInterval: 100 * time.Millisecond,
+	onJournalError:      actors.FailClosed,
+	segmentSize:         actors.DefaultSegmentSize,
+	snapshotThreshold:   actors.DefaultSnapshotThreshold,
+
+	maxBuckets: actors.DefaultMaxBuckets,
 }
 
 func TestParseFlags(t *testing.T) {
@@ -52,6 +63,19 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--log-level", "error"}, with(func(c *config) { c.logLevel = slog.LevelError })},
 		{[]string{"--shutdown-timeout", "1s"}, with(func(c *config) { c.shutdownTimeout = time.Second })},
 		{[]string{"--version"}, with(func(c *config) { c.version = true })},
+		{[]string{"--data-dir", "/var/lib/ratelimitd"}, with(func(c *config) { c.dataDir = "/var/lib/ratelimitd" })},
+		{[]string{"--data-dir="}, with(func(c *config) { c.dataDir = "" })},
+		{[]string{"--journal-sync", "always"}, with(func(c *config) { c.journalSync = actors.SyncAlways })},
+		{[]string{"--journal-sync", "none"}, with(func(c *config) { c.journalSync = actors.SyncNone })},
+		{[]string{"--journal-sync-interval", "1s"}, with(func(c *config) { c.journalSyncInterval = time.Second })},
+		{[]string{"--on-journal-error", "open"}, with(func(c *config) { c.onJournalError = actors.FailOpen })},
+		{[]string{"--journal-repair"}, with(func(c *config) { c.journalRepair = true })},
+		{[]string{"--journal-segment-size", "64KiB"}, with(func(c *config) { c.segmentSize = 64 << 10 })},
+		{[]string{"--snapshot-threshold", "1048576"}, with(func(c *config) { c.snapshotThreshold = 1 << 20 })},
+		{[]string{"--snapshot-threshold", "2GiB"}, with(func(c *config) { c.snapshotThreshold = 2 << 30 })},
+		{[]string{"--max-buckets", "100000"}, with(func(c *config) { c.maxBuckets = 100000 })},
+		{[]string{"--on-full", "evict-oldest"}, with(func(c *config) { c.evictOldest = true })},
+		{[]string{"--on-full", "deny-new"}, defaults},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
@@ -98,6 +122,16 @@ func TestParseFlagsInvalid(t *testing.T) {
 		{[]string{"--nope"}, "-nope"},
 		{[]string{"--version=maybe"}, "-version"},
 		{[]string{"serve"}, `"serve"`},
+		{[]string{"--journal-sync", "sometimes"}, "-journal-sync"},
+		{[]string{"--journal-sync-interval", "0s"}, "-journal-sync-interval"},
+		{[]string{"--on-journal-error", "ignore"}, "-on-journal-error"},
+		{[]string{"--journal-segment-size", "8MB"}, "-journal-segment-size"},
+		{[]string{"--journal-segment-size", "0"}, "-journal-segment-size"},
+		{[]string{"--snapshot-threshold", "-5"}, "-snapshot-threshold"},
+		{[]string{"--snapshot-threshold", "1.5MiB"}, "-snapshot-threshold"},
+		{[]string{"--max-buckets", "0"}, "-max-buckets"},
+		{[]string{"--max-buckets", "lots"}, "-max-buckets"},
+		{[]string{"--on-full", "panic"}, "-on-full"},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
@@ -171,7 +205,7 @@ func TestRunServesUntilCanceled(t *testing.T) {
 	var stdout, stderr lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "5s"}, &stdout, &stderr)
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "5s", "--data-dir", t.TempDir()}, &stdout, &stderr)
 	}()
 
 	// Wait (bounded) for the listening line.
@@ -231,7 +265,8 @@ func TestRunCanceledBeforeStart(t *testing.T) {
 	cancel()
 	var stdout, stderr lockedBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"--listen", "127.0.0.1:0"}, &stdout, &stderr) }()
+	dir := t.TempDir()
+	go func() { done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--data-dir", dir}, &stdout, &stderr) }()
 	select {
 	case code := <-done:
 		if code != exitOK {

@@ -1,0 +1,332 @@
+package actors
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ratelimitd/ratelimitd/table"
+	"github.com/ratelimitd/ratelimitd/table/journal"
+)
+
+// SyncMode says when a shard's journal is flushed to disk (msync).
+type SyncMode = journal.SyncMode
+
+// The sync modes.
+const (
+	// SyncNone leaves writing to the OS page cache: survives a crash or
+	// kill -9 of the process, not a power loss or kernel crash.
+	SyncNone = journal.SyncNone
+	// SyncInterval flushes every Config.JournalSyncInterval: a power loss
+	// loses at most that much. The default.
+	SyncInterval = journal.SyncInterval
+	// SyncAlways flushes each batch before any of its checks is answered
+	// (group commit): an answered hit survives a power loss.
+	SyncAlways = journal.SyncAlways
+)
+
+// ParseSyncMode returns the SyncMode named s: "none", "interval" or "always".
+func ParseSyncMode(s string) (SyncMode, error) { return journal.ParseSyncMode(s) }
+
+// JournalErrorPolicy says what a shard does while its journal fails (a full
+// disk, an I/O error on msync).
+type JournalErrorPolicy int
+
+// The policies.
+const (
+	// FailClosed answers the checks of every batch the journal could not
+	// take with ErrJournal (HTTP 503 with Retry-After): no hit is admitted
+	// that a crash could forget. The default.
+	FailClosed JournalErrorPolicy = iota
+	// FailOpen answers from memory, as if there were no journal, until the
+	// journal works again; a crash meanwhile forgets those hits.
+	FailOpen
+)
+
+// String returns "closed" or "open".
+func (p JournalErrorPolicy) String() string {
+	if p == FailOpen {
+		return "open"
+	}
+	return "closed"
+}
+
+// ParseJournalErrorPolicy returns the policy named s: "closed" or "open".
+func ParseJournalErrorPolicy(s string) (JournalErrorPolicy, error) {
+	switch s {
+	case "closed":
+		return FailClosed, nil
+	case "open":
+		return FailOpen, nil
+	}
+	return 0, fmt.Errorf("%w: journal error policy %q: must be closed or open", ErrConfig, s)
+}
+
+// Defaults of the journal settings.
+const (
+	DefaultSegmentSize       = 8 << 20
+	DefaultSnapshotThreshold = 32 << 20
+)
+
+// meta is the data directory's description of itself, in DataDir/META.
+type meta struct {
+	Format int `json:"format"`
+	Shards int `json:"shards"`
+}
+
+const (
+	metaFile   = "META"
+	metaFormat = 1
+)
+
+// shardDir is the journal directory of shard i.
+func shardDir(dataDir string, i int) string {
+	return filepath.Join(dataDir, fmt.Sprintf("shard-%03d", i))
+}
+
+// openData locks the data directory and settles the number of shards: the
+// directory's own when Config.Shards is 0, and an error when they differ
+// (an id's shard depends on the count, so a journal cannot change hands).
+func openData(cfg *Config, explicitShards bool) (*journal.DirLock, error) {
+	lock, err := journal.LockDir(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("actors: data directory: %w", err)
+	}
+	fail := func(err error) (*journal.DirLock, error) {
+		_ = lock.Unlock()
+		return nil, err
+	}
+	path := filepath.Join(cfg.DataDir, metaFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := writeMeta(cfg.DataDir, meta{Format: metaFormat, Shards: cfg.Shards}); err != nil {
+			return fail(err)
+		}
+		return lock, nil
+	case err != nil:
+		return fail(fmt.Errorf("actors: data directory: %w", err))
+	}
+	var m meta
+	if err := json.Unmarshal(b, &m); err != nil || m.Format != metaFormat || m.Shards < 1 || m.Shards > MaxShards {
+		return fail(fmt.Errorf("%w: %s is not a ratelimitd data directory description (format %d, %d shards expected)", ErrConfig, path, metaFormat, cfg.Shards))
+	}
+	if m.Shards != cfg.Shards {
+		if explicitShards {
+			return fail(fmt.Errorf("%w: data directory %s holds %d shards, but %d were asked for; start with %d shards (or an empty data directory)", ErrConfig, cfg.DataDir, m.Shards, cfg.Shards, m.Shards))
+		}
+		cfg.Shards = m.Shards
+	}
+	return lock, nil
+}
+
+// writeMeta writes DataDir/META atomically: a temp file, fsync, rename,
+// fsync of the directory.
+func writeMeta(dir string, m meta) error {
+	b, _ := json.Marshal(m)
+	tmp := filepath.Join(dir, metaFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("actors: data directory: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, metaFile))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("actors: data directory: write %s: %w", metaFile, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// recover opens the journal of sh and replays it into a new table.
+func (sh *shard) recover(cfg *Config) (*table.Table, journal.Recovery, error) {
+	t := table.New(cfg.tableConfig(true))
+	now := cfg.Clock.Now()
+	j, rec, err := journal.Open(shardDir(cfg.DataDir, sh.index), journal.Options{
+		Sync:         cfg.JournalSync,
+		SyncInterval: cfg.JournalSyncInterval,
+		SegmentSize:  cfg.SegmentSize,
+		Repair:       cfg.JournalRepair,
+		Logger:       cfg.Logger.With("shard", sh.index),
+	}, func(p []byte) error { return t.Restore(p, now) })
+	if err != nil {
+		return nil, rec, fmt.Errorf("actors: shard %d: recover: %w", sh.index, err)
+	}
+	sh.j = j
+	sh.tornTails.Add(int64(rec.TornTails))
+	sh.buckets.Store(int64(t.Len()))
+	return t, rec, nil
+}
+
+// recoverAll recovers every shard in parallel, before any serves, and logs
+// what each found.
+func recoverAll(cfg *Config, shards []*shard) error {
+	start := time.Now()
+	errs := make([]error, len(shards))
+	sem := make(chan struct{}, max(1, min(len(shards), 2*runtime.GOMAXPROCS(0))))
+	var wg sync.WaitGroup
+	for i, sh := range shards {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t, rec, err := sh.recover(cfg)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			sh.recovered = t
+			if rec.SnapshotRecords+rec.SegmentRecords > 0 || rec.TornTails > 0 || rec.Repaired {
+				cfg.Logger.Info("shard recovered", "shard", sh.index, "buckets", t.Len(),
+					"snapshot", rec.Snapshot, "snapshot_records", rec.SnapshotRecords,
+					"segments", rec.Segments, "segment_records", rec.SegmentRecords,
+					"torn_tails", rec.TornTails, "bytes_dropped", rec.BytesDropped,
+					"repaired", rec.Repaired, "duration", rec.Duration)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		closeJournals(shards, cfg)
+		return err
+	}
+	var buckets int64
+	for _, sh := range shards {
+		buckets += sh.buckets.Load()
+	}
+	cfg.Logger.Info("journal recovered", "dir", cfg.DataDir, "shards", len(shards), "buckets", buckets,
+		"sync", cfg.JournalSync, "duration", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// closeJournals flushes and closes every shard's journal.
+func closeJournals(shards []*shard, cfg *Config) {
+	for _, sh := range shards {
+		sh.snapshots.Wait()
+		if sh.j == nil {
+			continue
+		}
+		if err := sh.j.Close(); err != nil {
+			cfg.Logger.Error("journal close failed", "shard", sh.index, "err", err)
+		}
+		sh.j = nil
+	}
+}
+
+// snapshotDone tells an owner that a snapshot of its table was written (or
+// failed), so it can stop sharing the table's pages with it.
+type snapshotDone struct {
+	table  *table.Table
+	frozen *table.Frozen
+	err    error
+}
+
+// persist writes the buckets the batch changed to the journal and ends the
+// batch (Commit: in SyncAlways mode, the msync of the group commit). It
+// returns the error the batch's checks must be answered with, or nil.
+func (o *owner) persist() error {
+	j := o.sh.j
+	if j == nil {
+		if o.broken != nil && o.cfg.OnJournalError == FailClosed {
+			o.sh.failedClosed.Add(1)
+			return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrJournal, o.broken)
+		}
+		return nil
+	}
+	err := o.table.Changes(j.Append)
+	if cerr := j.Commit(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		if o.failing {
+			o.failing = false
+			o.cfg.Logger.Info("journal works again", "shard", o.sh.index, "seq", j.Seq())
+		}
+		return nil
+	}
+	o.sh.journalErrors.Add(1)
+	if !o.failing {
+		o.failing = true
+		o.cfg.Logger.Error("journal failed", "shard", o.sh.index, "err", err,
+			"policy", o.cfg.OnJournalError, "unjournaled_buckets", o.table.Pending())
+	}
+	if o.cfg.OnJournalError == FailOpen {
+		o.sh.failedOpen.Add(1)
+		return nil
+	}
+	o.sh.failedClosed.Add(1)
+	return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrJournal, err)
+}
+
+// maybeSnapshot starts a snapshot of the table when the journal has grown
+// past the threshold: a copy-on-write Frozen copy is written out by a
+// goroutine of the shard while the owner goes on serving.
+func (o *owner) maybeSnapshot(c actor.Context) {
+	j := o.sh.j
+	if j == nil || o.snapshotting || o.failing || j.Size() < o.cfg.SnapshotThreshold {
+		return
+	}
+	w, err := j.StartSnapshot()
+	if err != nil {
+		o.sh.snapshotErrors.Add(1)
+		o.cfg.Logger.Error("snapshot failed to start", "shard", o.sh.index, "err", err)
+		return
+	}
+	o.snapshotting = true
+	t, f := o.table, o.table.Freeze(o.cfg.Clock.Now())
+	self, root := c.Self(), c.ActorSystem().Root
+	o.sh.snapshots.Go(func() {
+		err := f.Records(w.Append)
+		if err == nil {
+			err = w.Commit()
+		} else {
+			err = errors.Join(err, w.Abort())
+		}
+		root.Send(self, snapshotDone{table: t, frozen: f, err: err})
+	})
+}
+
+// snapshotted handles a snapshotDone.
+func (o *owner) snapshotted(m snapshotDone) {
+	if m.table != o.table {
+		return // a table from before a restart
+	}
+	buckets := m.frozen.Len()
+	o.table.Thaw(m.frozen)
+	o.snapshotting = false
+	if m.err != nil {
+		o.sh.snapshotErrors.Add(1)
+		o.cfg.Logger.Error("snapshot failed", "shard", o.sh.index, "err", m.err)
+		return
+	}
+	o.sh.snapshotsTaken.Add(1)
+	o.cfg.Logger.Debug("snapshot written", "shard", o.sh.index, "buckets", buckets, "seq", o.sh.j.Seq())
+}

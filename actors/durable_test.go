@@ -1,0 +1,219 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
+	"github.com/ratelimitd/ratelimitd/table"
+	"github.com/ratelimitd/ratelimitd/table/journal"
+)
+
+// restart stops s and starts a System on the same configuration.
+func restart(t *testing.T, s *System, cfg Config) *System {
+	t.Helper()
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	return startSystem(t, cfg)
+}
+
+func mustCheck(t *testing.T, s *System, req table.Request) table.Decision {
+	t.Helper()
+	d, err := s.Check(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Check(%+v): %v", req, err)
+	}
+	return d
+}
+
+// TestCountsSurviveARestart: 50 hits with a limit of 100 in an hour, a
+// restart on the same data directory, and the next hit is the 51st, in each
+// sync mode.
+func TestCountsSurviveARestart(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Shards: 2, DataDir: t.TempDir(), JournalSync: mode}
+			s := startSystem(t, cfg)
+			for i := range 50 {
+				mustCheck(t, s, hit("alice", 100))
+				mustCheck(t, s, hit(fmt.Sprint("other-", i), 100))
+			}
+			s = restart(t, s, cfg)
+			if d := mustCheck(t, s, hit("alice", 100)); !d.Allowed || d.Count != 51 {
+				t.Fatalf("first hit after the restart: got %+v, want allowed with count 51", d)
+			}
+			if st := s.Stats(); st.Buckets != 51 {
+				t.Fatalf("buckets after the restart: got %d, want 51", st.Buckets)
+			}
+		})
+	}
+}
+
+// TestDeniedStaysDenied: a bucket at its limit is still at its limit after
+// a restart; the restart hands out no fresh budget.
+func TestDeniedStaysDenied(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Shards: 1, DataDir: t.TempDir()}
+	s := startSystem(t, cfg)
+	for range 3 {
+		mustCheck(t, s, hit("bob", 3))
+	}
+	s = restart(t, s, cfg)
+	if d := mustCheck(t, s, hit("bob", 3)); d.Allowed || d.Count != 3 {
+		t.Fatalf("after the restart: got %+v, want denied at count 3", d)
+	}
+}
+
+// TestCrashedOwnerRebuildsFromItsJournal: an owner that panics is restarted
+// by its supervisor and rebuilds its table from the journal, so the hits it
+// acknowledged before the crash still count.
+func TestCrashedOwnerRebuildsFromItsJournal(t *testing.T) {
+	t.Parallel()
+	const shards = 2
+	ids := sameShard("victim", shards, 2)
+	boom := ids[1]
+	s := startSystem(t, Config{Shards: shards, DataDir: t.TempDir(), applyHook: func(r table.Request) {
+		if r.ID == boom {
+			panic("injected crash")
+		}
+	}})
+	for range 7 {
+		mustCheck(t, s, hit(ids[0], 10))
+	}
+	if _, err := s.Check(context.Background(), hit(boom, 10)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("check that crashes the owner: got %v, want ErrUnavailable", err)
+	}
+	if d := mustCheck(t, s, hit(ids[0], 10)); !d.Allowed || d.Count != 8 {
+		t.Fatalf("hit after the crash: got %+v, want count 8 (7 before the crash survive)", d)
+	}
+	if st := s.Stats(); st.Restarts != 1 {
+		t.Fatalf("restarts: got %d, want 1", st.Restarts)
+	}
+}
+
+// TestDataDirIsLocked: a second System on a data directory in use fails
+// with a message naming the directory; after the first stops, it starts.
+func TestDataDirIsLocked(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Shards: 1, DataDir: t.TempDir()}
+	s := startSystem(t, cfg)
+	_, err := Start(context.Background(), cfg)
+	if !errors.Is(err, journal.ErrLocked) || !strings.Contains(err.Error(), cfg.DataDir) {
+		t.Fatalf("second Start on one data directory: got %v, want ErrLocked naming %s", err, cfg.DataDir)
+	}
+	restart(t, s, cfg)
+}
+
+// TestShardCountComesFromTheDataDir: an id's shard depends on the number of
+// shards, so a data directory keeps its count: Shards 0 adopts it, and a
+// different explicit count is refused with a message saying what to do.
+func TestShardCountComesFromTheDataDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := startSystem(t, Config{Shards: 3, DataDir: dir})
+	mustCheck(t, s, hit("carol", 10))
+	s = restart(t, s, Config{DataDir: dir})
+	if n := s.Stats().Shards; n != 3 {
+		t.Fatalf("shards with Shards 0 on a 3-shard directory: got %d, want 3", n)
+	}
+	if d := mustCheck(t, s, hit("carol", 10)); d.Count != 2 {
+		t.Fatalf("carol after the restart: got count %d, want 2", d.Count)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(context.Background(), Config{Shards: 5, DataDir: dir})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "holds 3 shards") {
+		t.Fatalf("Start with 5 shards on a 3-shard directory: got %v, want ErrConfig saying it holds 3", err)
+	}
+}
+
+// TestSnapshotsCompactTheJournal: with a small threshold the owners write
+// snapshots and drop the segments they cover, and a restart recovers every
+// count from snapshot plus segments.
+func TestSnapshotsCompactTheJournal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := Config{Shards: 2, DataDir: dir, SegmentSize: 64 << 10, SnapshotThreshold: 64 << 10, SweepInterval: -1}
+	s := startSystem(t, cfg)
+	const ids, rounds = 500, 12
+	for range rounds {
+		for i := range ids {
+			mustCheck(t, s, hit(fmt.Sprint("user-", i), 1000))
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Stats().Snapshots < 2 && time.Now().Before(deadline) {
+		mustCheck(t, s, hit("tick", 1<<40)) // a batch lets an owner see its snapshot done
+	}
+	st := s.Stats()
+	if st.Snapshots < 2 || st.SnapshotErrors != 0 {
+		t.Fatalf("stats: got %d snapshots, %d errors; want ≥ 2 and 0", st.Snapshots, st.SnapshotErrors)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(dir, "shard-*", "snap-*.snap"))
+	if len(snaps) == 0 {
+		t.Fatalf("no snapshot file under %s", dir)
+	}
+	s = restart(t, s, cfg)
+	for i := range ids {
+		if d := mustCheck(t, s, hit(fmt.Sprint("user-", i), 1000)); d.Count != rounds+1 {
+			t.Fatalf("user-%d after the restart: got count %d, want %d", i, d.Count, rounds+1)
+		}
+	}
+}
+
+// TestExpiredBucketsAreNotRecovered: a window that ended while the daemon
+// was down does not come back.
+func TestExpiredBucketsAreNotRecovered(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clock := clocktest.New(time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%1000))
+	cfg := Config{Shards: 1, DataDir: dir, Clock: clock, SweepInterval: -1}
+	s := startSystem(t, cfg)
+	mustCheck(t, s, table.Request{ID: "short", Scale: time.Second, Limit: 5, Hits: 2})
+	mustCheck(t, s, hit("long", 5))
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	s = startSystem(t, cfg)
+	if n := s.Stats().Buckets; n != 1 {
+		t.Fatalf("buckets recovered a second later: got %d, want 1 (the hour window only)", n)
+	}
+}
+
+// TestBadJournalConfig: out-of-range journal settings are refused.
+func TestBadJournalConfig(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{
+		{JournalSync: 9},
+		{JournalSyncInterval: -time.Second},
+		{OnJournalError: 7},
+		{SegmentSize: -1},
+		{SnapshotThreshold: -1},
+	} {
+		if _, err := Start(context.Background(), cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("Start(%+v): got %v, want ErrConfig", cfg, err)
+		}
+	}
+	// Not a data directory description: refused, never overwritten.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, metaFile), []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Start(context.Background(), Config{DataDir: dir}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), metaFile) {
+		t.Fatalf("Start on a directory with a bad META: got %v, want ErrConfig naming it", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, metaFile)); string(b) != "not json" {
+		t.Fatalf("META was rewritten: %q", b)
+	}
+}

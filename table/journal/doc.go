@@ -1,0 +1,211 @@
+// Package journal is the durable memory of a ratelimitd shard: an
+// append-only, checksummed, memory-mapped log of opaque records, with
+// snapshots and crash recovery.
+//
+// Each shard owner (one goroutine) owns one Journal in its own directory.
+// It appends records (each the full new state of one bucket, encoded by
+// another package; the journal never looks inside a payload) and calls
+// Commit at the end of each batch. Replay is last-write-wins and idempotent,
+// which is what makes snapshots simple: a snapshot is just the records of the
+// current state, and the records after it are replayed on top.
+//
+//	j, rec, err := journal.Open(dir, journal.Options{Sync: journal.SyncAlways}, restore)
+//	...
+//	for _, b := range changed { err = j.Append(b) }
+//	err = j.Commit() // the batch is durable when this returns nil (SyncAlways)
+//
+// When Size grows past a threshold, the owner calls StartSnapshot and hands
+// the SnapshotWriter to another goroutine, which writes the state (a
+// copy-on-write copy of the table) while the owner goes on appending, then
+// commits it; the segments it covers are then removed. LockDir locks a whole
+// data directory against a second process.
+//
+// The package works on Linux (fallocate, flock, msync); on other Unix
+// systems segment files are allocated by writing zeros.
+//
+// # Files
+//
+// A journal directory holds:
+//
+//	seg-<16 hex digits>.log     segment; the digits are the sequence number of its first record
+//	snap-<16 hex digits>.snap   snapshot; the digits are the last sequence number it covers
+//	*.tmp                       a segment or snapshot being made; removed by Open
+//	*.broken, *.broken.<N>      evidence moved or copied aside by recovery; never touched again
+//	LOCK                        the LockDir lock file, if the directory is locked directly
+//
+// Hex digits are lower-case. Open logs any other file or directory as
+// foreign and leaves it alone; it never deletes anything it did not make.
+//
+// # Integers and checksums
+//
+// All integers are little-endian. Every checksum is CRC-32C (the Castagnoli
+// polynomial 0x1EDC6F41, reflected, initial value and final XOR 0xFFFFFFFF:
+// Go's hash/crc32 with crc32.Castagnoli), written as a uint32.
+//
+// # Segment file
+//
+// A segment is created at its full size (Options.SegmentSize, 16 MiB by
+// default) with fallocate(2), so a full disk fails the creation with ENOSPC
+// instead of a later write through the mapping with SIGBUS (where fallocate
+// is not supported, zeros are written instead). It is made under a *.tmp
+// name, stamped with its header, fsynced and renamed into place, then
+// written through a shared mapping. It starts with a 40-byte header:
+//
+//	offset size field
+//	     0    8 magic "RLDJRNL\x00"
+//	     8    4 format version, 1
+//	    12    4 header size, 40
+//	    16    8 sequence number of the first record (equals the number in the file name; at most 2^62)
+//	    24    8 salt, random (crypto/rand) per file
+//	    32    4 flags, 0
+//	    36    4 CRC-32C of bytes 0 to 35
+//
+// Record frames follow from offset 40, back to back, each starting at a
+// multiple of 8. The bytes after the last frame are zeros up to the end of
+// the file: a zero length word is the end of data.
+//
+// # Record frame
+//
+//	offset size field
+//	     0    4 len: 16 + the payload length (a frame's unpadded length); 0 means end of data
+//	     4    4 crc: CRC-32C of salt (8 bytes, as in the header) ‖ len (4) ‖ seq (8) ‖ payload
+//	     8    8 seq: the record's sequence number
+//	    16  len-16 payload
+//	   len  0..7 zero padding to the next multiple of 8
+//
+// The length word is stored last, after crc, seq and payload are in place,
+// so a process killed in the middle of an Append leaves len = 0: the end of
+// data. Because the salt is part of the checksum, a frame copied from
+// another file (or left over from an older file of the same name) does not
+// validate. The payload may be empty. Sequence numbers start at 1 and
+// increase by exactly 1 from record to record, across segments: the first
+// record of a segment follows the last record of the one before it, and the
+// first segment after a snapshot covering sequence number S starts at most
+// at S+1 (records up to S in it are skipped at replay).
+//
+// A segment file holds at most SegmentSize-56 payload bytes in one record:
+// a larger payload is ErrTooLarge. A new segment is created (a roll) when
+// the next frame does not fit in the current one.
+//
+// # Snapshot file
+//
+// A snapshot is written through a buffer to a *.tmp file, then fsynced,
+// renamed to snap-<S>.snap and the directory fsynced. It has the same
+// 40-byte header with the magic "RLDSNAP\x00", where the sequence number
+// field holds S, the last sequence number the snapshot covers. Frames
+// follow, framed exactly like segment records (with the snapshot's salt),
+// numbered 1, 2, 3, ... in their seq field. The last frame is the trailer:
+// seq 0xFFFFFFFFFFFFFFFF and a 16-byte payload
+//
+//	offset size field
+//	     0    8 number of records before the trailer
+//	     8    4 CRC-32C of every byte of the file before the trailer frame
+//	    12    4 reserved, 0
+//
+// and the file ends right after the trailer frame's padding. A snapshot
+// without a valid trailer, or with a damaged frame anywhere, is invalid.
+//
+// # Recovery
+//
+// Open:
+//
+//  1. Loads the newest valid snapshot (replaying its records in order).
+//     Invalid snapshots are logged, skipped in favour of the next older
+//     one, and renamed to *.broken if Open succeeds; snapshots older than
+//     the one loaded are removed.
+//  2. Removes the segments the snapshot covers entirely, and reads the
+//     others in sequence order, checking each header (magic, version,
+//     size, flags, checksum, first sequence number equal to the one in the
+//     name), and each frame (length bounds, checksum, zero padding,
+//     sequence continuity), replaying the records after the snapshot. A
+//     length word that is not plausible is damage, never an allocation.
+//  3. Damage in the last segment (a bad frame, or nonzero bytes after the
+//     last valid frame) is a torn tail: the bytes from the damage to the
+//     last nonzero byte of the segment are copied to <segment>.broken (or
+//     .broken.N if it exists) and zeroed, so appends continue right
+//     after the last valid record. It is logged with the file, offset and
+//     bytes dropped, and counted in Recovery.TornTails and BytesDropped. A
+//     last segment that is unusable as a whole (empty, too short, all
+//     zeros, garbage, a foreign magic, a bad header) is renamed to *.broken
+//     (removed if all zeros) and counted the same way; the next Append
+//     creates a fresh segment in its place.
+//  4. Damage in any earlier segment, a header that does not continue the
+//     sequence, or missing records (a gap in sequence numbers, including
+//     between the snapshot and the first segment) is mid-journal damage:
+//     Open fails with a *CorruptError (ErrCorrupt) naming the file and the
+//     byte offset. With Options.Repair it cuts the journal there instead:
+//     the valid prefix is kept, the damaged rest of that segment is copied
+//     aside and zeroed, every later segment is renamed to *.broken, and
+//     Recovery.Repaired is set. Nonzero bytes after the last record of an
+//     earlier segment are only logged when the next segment continues the
+//     sequence, since no record is missing then.
+//  5. An invalid snapshot covering more than what could be recovered
+//     without it is mid-journal damage too (its segments are gone).
+//
+// Open changes nothing in the directory before its checks pass (a failing
+// Open, ErrCorrupt or a replay error, leaves the files as they were); then
+// it makes the changes above, removes *.tmp files and, unless SyncNone,
+// makes them durable (fsync of the evidence, the cut segment, the recovered
+// segments and the directory) before it returns. With SyncNone a power loss
+// right after Open may undo a cut; the next Open then cuts again.
+// The result is always a valid prefix of what was appended: every record
+// that was synced (see below) and possibly some that were not.
+//
+// # Sync modes and sync errors
+//
+// Records are written through a shared mapping, so they are in the page
+// cache when Append returns and survive the process being killed in every
+// mode. Against power loss: SyncNone promises nothing (it never msyncs or
+// fsyncs, except in Sync and when committing a snapshot); SyncInterval msyncs
+// what Commit published every Options.SyncInterval from a background
+// goroutine, and msyncs the whole segment before rolling to the next one;
+// SyncAlways msyncs the batch in Commit (group commit). Sync msyncs
+// everything written, and so does Close unless SyncNone.
+//
+// The power-loss model is that bytes written after the last msync may read
+// back as zeros, garbage, or only their first 512-byte sectors. Recovery
+// then yields a valid prefix that includes everything synced. With SyncNone
+// a power loss can also tear an earlier segment, which is reported as
+// mid-journal damage.
+//
+// An msync error is never silently dropped. In SyncAlways mode Commit
+// returns it (wrapped with the file and byte range; errors.Is matches the
+// errno). In SyncInterval mode the background syncer keeps the first error
+// (counting later ones) and retries the same range at the next tick; every
+// Commit returns that error until an msync succeeds after it. An error that
+// no Commit reported yet is returned by one more Commit even if an msync
+// succeeded in between, and by Close. Sync returns its own result. A failed
+// roll (the msync of the old segment, or the creation of the new one, e.g.
+// ENOSPC) fails the Append with nothing written; the next Append retries.
+//
+// # Guarantees
+//
+//   - Open replays exactly a valid prefix of the appended records, in
+//     order, each exactly as appended; never a record that was not
+//     appended (up to a CRC-32C collision, about one in 2^32 per damaged
+//     frame), and never a panic, whatever the files hold.
+//   - A record appended before a Commit that returned nil in SyncAlways
+//     mode, before a Sync that returned nil, or before a Close that
+//     returned nil in SyncInterval or SyncAlways mode, survives power loss.
+//     Every record Append accepted survives the process being killed.
+//   - Seq continues from the last record recovered: the next Append gets
+//     Seq()+1, whatever was cut.
+//   - Append does not allocate and does not take a lock, except when it
+//     rolls to a new segment.
+//   - A full disk gives ENOSPC from Append (at a roll) or StartSnapshot,
+//     never SIGBUS, and the journal stays usable and reopenable.
+//
+// # Non-guarantees
+//
+//   - A Journal is not safe for concurrent use: one owner goroutine calls
+//     its methods (a SnapshotWriter may run on another one).
+//   - Records are opaque: the journal does not deduplicate or interpret
+//     them; replay is last-write-wins by the caller's decoding.
+//   - Open does not lock the directory (use LockDir); two Journals on one
+//     directory corrupt each other.
+//   - After an msync error the kernel may have dropped the dirty pages; a
+//     later successful msync does not prove those bytes reached the disk.
+//     Restarting (Close, Open) recovers whatever did.
+//   - Size counts record bytes, not file sizes; segment files are
+//     allocated at their full size from their creation.
+package journal

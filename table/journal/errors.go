@@ -1,0 +1,58 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the journal. Match them with errors.Is: the errors
+// actually returned wrap them with the file, the byte offset or the size
+// concerned.
+var (
+	// ErrLocked is returned by LockDir when another DirLock (in this process
+	// or another one) holds the directory. The message names the directory
+	// and the pid of the holder.
+	ErrLocked = errors.New("journal: directory locked")
+
+	// ErrCorrupt is returned by Open for damage that is not a torn tail:
+	// a damaged record, header or sequence gap before the last segment, or
+	// a snapshot that is invalid when the segments it replaced are gone.
+	// The error is a *CorruptError naming the file and the byte offset.
+	// Options.Repair cuts the journal at the damage instead.
+	ErrCorrupt = errors.New("journal: damaged journal")
+
+	// ErrTooLarge is returned by Append and SnapshotWriter.Append for a
+	// payload that can never fit in one segment.
+	ErrTooLarge = errors.New("journal: record too large")
+
+	// ErrClosed is returned by the methods of a closed Journal, and by a
+	// SnapshotWriter that was committed or aborted already or whose
+	// journal was closed.
+	ErrClosed = errors.New("journal: closed")
+
+	// ErrSnapshotInProgress is returned by StartSnapshot while the
+	// SnapshotWriter of an earlier call is neither committed nor aborted.
+	ErrSnapshotInProgress = errors.New("journal: snapshot in progress")
+
+	// ErrInvalidOptions is returned by Open and ParseSyncMode for options
+	// out of their documented range.
+	ErrInvalidOptions = errors.New("journal: invalid options")
+)
+
+// CorruptError describes mid-journal damage found by Open. It matches
+// ErrCorrupt with errors.Is.
+type CorruptError struct {
+	Path   string // the damaged file
+	Offset int64  // byte offset in Path where the damage starts
+	Reason string // what is wrong there
+}
+
+// Error names the file and the offset and says how to start anyway.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%v: %s at offset %d: %s; start with --journal-repair (Options.Repair) "+
+		"to cut the journal there, keeping the valid prefix and moving the rest aside to *.broken files",
+		ErrCorrupt, e.Path, e.Offset, e.Reason)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }

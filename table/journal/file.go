@@ -1,0 +1,87 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// writeZeros fills f with size zero bytes, the fallback of allocate.
+func writeZeros(f *os.File, size int64) error {
+	buf := make([]byte, min(size, 1<<20))
+	for off := int64(0); off < size; {
+		n, err := f.WriteAt(buf[:min(int64(len(buf)), size-off)], off)
+		if err != nil {
+			return err
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory, making renames, creations and removals in it
+// durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// brokenPath returns a path for evidence about the file name in dir that does
+// not exist yet: name.broken, else name.broken.1, name.broken.2, ...
+func brokenPath(dir, name string) (string, error) {
+	for i := 0; i < 1000; i++ {
+		p := filepath.Join(dir, name+brokenSuffix)
+		if i > 0 {
+			p = fmt.Sprintf("%s.%d", p, i)
+		}
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			return p, nil
+		} else if err != nil {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("journal: too many %s%s.N files in %s", name, brokenSuffix, dir)
+}
+
+// copyAside writes data to a new evidence file for name, and fsyncs it if
+// durable.
+func copyAside(dir, name string, data []byte, durable bool) (string, error) {
+	p, err := brokenPath(dir, name)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(data)
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(p)
+		return "", err
+	}
+	return p, nil
+}
+
+// moveAside renames the file name in dir to a new evidence name.
+func moveAside(dir, name string) (string, error) {
+	p, err := brokenPath(dir, name)
+	if err != nil {
+		return "", err
+	}
+	return p, os.Rename(filepath.Join(dir, name), p)
+}

@@ -1,0 +1,223 @@
+package journal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// The on-disk format; doc.go specifies it byte by byte.
+const (
+	segmentMagic  = "RLDJRNL\x00"
+	snapshotMagic = "RLDSNAP\x00"
+	formatVersion = 1
+
+	headerSize      = 40 // segment and snapshot header
+	headerCRCOffset = 36
+	frameHeaderSize = 16 // len, crc, seq
+	frameAlign      = 8
+
+	// maxSeq bounds the sequence numbers in headers, far beyond any
+	// journal's reach, so that seq+1 never overflows.
+	maxSeq = 1 << 62
+
+	// trailerSeq marks the trailer frame of a snapshot.
+	trailerSeq         = math.MaxUint64
+	trailerPayloadSize = 16 // record count, file CRC, reserved
+
+	segmentPrefix  = "seg-"
+	segmentSuffix  = ".log"
+	snapshotPrefix = "snap-"
+	snapshotSuffix = ".snap"
+	tmpSuffix      = ".tmp"
+	brokenSuffix   = ".broken"
+	lockFileName   = "LOCK"
+)
+
+var le = binary.LittleEndian
+
+// castagnoli is the CRC-32C table (immutable; hash/crc32 uses SSE4.2 or ARMv8
+// CRC instructions for it).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func segmentName(firstSeq uint64) string {
+	return fmt.Sprintf("%s%016x%s", segmentPrefix, firstSeq, segmentSuffix)
+}
+
+func snapshotName(coveredSeq uint64) string {
+	return fmt.Sprintf("%s%016x%s", snapshotPrefix, coveredSeq, snapshotSuffix)
+}
+
+// parseName returns the sequence number in a name made by segmentName or
+// snapshotName (16 lower-case hex digits between prefix and suffix).
+func parseName(name, prefix, suffix string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return 0, false
+	}
+	hex, ok = strings.CutSuffix(hex, suffix)
+	if !ok || len(hex) != 16 || strings.ToLower(hex) != hex {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(hex, 16, 64)
+	return seq, err == nil
+}
+
+// isBroken reports whether name is evidence left by recovery: "*.broken" or
+// "*.broken.N".
+func isBroken(name string) bool {
+	if strings.HasSuffix(name, brokenSuffix) {
+		return true
+	}
+	i := strings.LastIndex(name, brokenSuffix+".")
+	if i < 0 {
+		return false
+	}
+	_, err := strconv.ParseUint(name[i+len(brokenSuffix)+1:], 10, 32)
+	return err == nil
+}
+
+// putHeader writes a segment or snapshot header into b[:headerSize].
+func putHeader(b []byte, magic string, seq, salt uint64) {
+	copy(b[0:8], magic)
+	le.PutUint32(b[8:], formatVersion)
+	le.PutUint32(b[12:], headerSize)
+	le.PutUint64(b[16:], seq)
+	le.PutUint64(b[24:], salt)
+	le.PutUint32(b[32:], 0) // flags
+	le.PutUint32(b[headerCRCOffset:], crc32.Checksum(b[:headerCRCOffset], castagnoli))
+}
+
+// parseHeader checks the header at the start of b. It returns the sequence
+// number and salt, or a non-empty reason why b does not start with a valid
+// header of the given magic.
+func parseHeader(b []byte, magic string) (seq, salt uint64, reason string) {
+	if len(b) < headerSize {
+		return 0, 0, fmt.Sprintf("file is %d bytes, shorter than a header (%d)", len(b), headerSize)
+	}
+	if got := string(b[:8]); got != magic {
+		if allZero(b[:headerSize]) {
+			return 0, 0, "header is all zeros"
+		}
+		return 0, 0, fmt.Sprintf("bad magic %q, want %q", got, magic)
+	}
+	if v := le.Uint32(b[8:]); v != formatVersion {
+		return 0, 0, fmt.Sprintf("unsupported format version %d (this build reads %d)", v, formatVersion)
+	}
+	if n := le.Uint32(b[12:]); n != headerSize {
+		return 0, 0, fmt.Sprintf("header size %d, want %d", n, headerSize)
+	}
+	if got, want := le.Uint32(b[headerCRCOffset:]), crc32.Checksum(b[:headerCRCOffset], castagnoli); got != want {
+		return 0, 0, fmt.Sprintf("header checksum %#08x, want %#08x", got, want)
+	}
+	if f := le.Uint32(b[32:]); f != 0 {
+		return 0, 0, fmt.Sprintf("unknown header flags %#x", f)
+	}
+	if seq = le.Uint64(b[16:]); seq > maxSeq {
+		return 0, 0, fmt.Sprintf("sequence number %d out of range", seq)
+	}
+	return seq, le.Uint64(b[24:]), ""
+}
+
+// saltCRC is the CRC-32C state after the 8 salt bytes: every frame checksum
+// of a file starts from it.
+func saltCRC(salt uint64) uint32 {
+	var b [8]byte
+	le.PutUint64(b[:], salt)
+	return crc32.Update(0, castagnoli, b[:])
+}
+
+// frameCRC is the checksum of a frame: CRC-32C over salt ‖ len ‖ seq ‖
+// payload. scratch must not be a local of the caller's hot path (it would
+// escape); it is overwritten.
+func frameCRC(salt uint32, scratch *[12]byte, n uint32, seq uint64, payload []byte) uint32 {
+	le.PutUint32(scratch[0:], n)
+	le.PutUint64(scratch[4:], seq)
+	return crc32.Update(crc32.Update(salt, castagnoli, scratch[:]), castagnoli, payload)
+}
+
+// frameSize is the aligned size of the frame of a payload of n bytes.
+func frameSize(n int) int64 { return align8(int64(frameHeaderSize) + int64(n)) }
+
+func align8(n int64) int64 { return (n + frameAlign - 1) &^ (frameAlign - 1) }
+
+// frameStatus is the outcome of decodeFrame.
+type frameStatus uint8
+
+const (
+	frameOK  frameStatus = iota // a valid frame
+	frameEnd                    // end of data: a zero length word, or no room for one
+	frameBad                    // damage; the reason says what
+)
+
+// frame is a decoded record frame.
+type frame struct {
+	seq     uint64
+	payload []byte // aliases the input
+	next    int64  // offset of the next frame
+}
+
+// decodeFrame decodes the frame at b[off:]. It never reads outside b and
+// never allocates from the length word: a length that does not fit in b is
+// damage. A frameOK result always has a matching checksum and zero padding.
+func decodeFrame(b []byte, off int64, salt uint32) (frame, frameStatus, string) {
+	size := int64(len(b))
+	if off < 0 || off > size || off%frameAlign != 0 {
+		return frame{}, frameBad, fmt.Sprintf("frame offset %d is misaligned or out of bounds", off)
+	}
+	if size-off < 4 {
+		return frame{}, frameEnd, ""
+	}
+	n := int64(le.Uint32(b[off:]))
+	switch {
+	case n == 0:
+		return frame{}, frameEnd, ""
+	case n < frameHeaderSize:
+		return frame{}, frameBad, fmt.Sprintf("record length %d is shorter than a frame header", n)
+	case align8(n) > size-off:
+		return frame{}, frameBad, fmt.Sprintf("record length %d runs past the end of the file (%d bytes left)", n, size-off)
+	}
+	end, next := off+n, off+align8(n)
+	got := le.Uint32(b[off+4:])
+	// CRC input is len ‖ seq ‖ payload, i.e. b[off:off+4] ‖ b[off+8:end].
+	want := crc32.Update(crc32.Update(salt, castagnoli, b[off:off+4]), castagnoli, b[off+8:end])
+	if got != want {
+		return frame{}, frameBad, fmt.Sprintf("record checksum %#08x, want %#08x", got, want)
+	}
+	if !allZero(b[end:next]) {
+		return frame{}, frameBad, "nonzero frame padding"
+	}
+	return frame{seq: le.Uint64(b[off+8:]), payload: b[off+frameHeaderSize : end], next: next}, frameOK, ""
+}
+
+// allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if le.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// dataEnd returns the offset just past the last nonzero byte of b at or
+// after from, or from if b[from:] is all zeros.
+func dataEnd(b []byte, from int64) int64 {
+	i := int64(len(b))
+	for i-8 >= from && le.Uint64(b[i-8:]) == 0 {
+		i -= 8
+	}
+	for i > from && b[i-1] == 0 {
+		i--
+	}
+	return i
+}

@@ -1,0 +1,408 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edsrzf/mmap-go"
+)
+
+// A Journal is an append-only log of opaque records in a directory of
+// memory-mapped segment files, with snapshots. Open recovers it.
+//
+// Append, Commit, Sync, Size, Seq, StartSnapshot and Close must be called
+// from one goroutine at a time (the owner); the Journal's own background
+// syncer and a SnapshotWriter on another goroutine are safe alongside them.
+type Journal struct {
+	dir        string
+	c          config
+	pageSize   int64
+	maxPayload int
+
+	// Owner state: read and written by the owner goroutine only, except
+	// cur, which the syncer reads under syncMu (the owner writes it only
+	// under syncMu).
+	cur     *segment // where Append writes; nil: the next Append creates one
+	off     int64    // write offset in cur
+	seq     uint64   // last record appended or recovered
+	closed  bool     // written under mu, so SnapshotWriter.Commit can read it
+	scratch [12]byte // frameCRC input, kept here so Append does not allocate
+
+	// closedBytes is the Size share of the segments before cur.
+	closedBytes atomic.Int64
+
+	// mu guards the directory listing shared with SnapshotWriter.Commit.
+	// Append takes it only on a roll.
+	mu           sync.Mutex
+	segs         []segmentInfo // closed segments, oldest first
+	snaps        []string      // snapshot files on disk
+	snapshotting bool
+
+	// syncMu serialises msyncs of cur and the swap of cur on a roll.
+	syncMu sync.Mutex
+	synced int64        // offset in cur up to which msync succeeded; under syncMu
+	pub    atomic.Int64 // SyncInterval: write offset published by Commit
+
+	// Background sync errors, see noteSync and takeSyncErr.
+	errMu           sync.Mutex
+	syncErr         error // first error not yet cleared
+	syncErrMore     int   // further failures since syncErr
+	syncErrReported bool  // a Commit has returned syncErr
+	syncErrHealed   bool  // an msync succeeded after syncErr
+
+	stop    chan struct{}      // closed by Close; nil without a syncer
+	done    chan struct{}      // closed by the syncer when it exits
+	syncReq chan chan struct{} // tests: run a sync pass now
+}
+
+// segment is one mapped segment file.
+type segment struct {
+	name  string
+	path  string
+	f     *os.File
+	m     mmap.MMap // nil if the file could not be mapped
+	first uint64    // sequence number of its first record
+	salt  uint32    // saltCRC of its header salt
+}
+
+// segmentInfo describes a closed segment.
+type segmentInfo struct {
+	name  string
+	first uint64
+	bytes int64 // record bytes, for Size
+}
+
+func (s *segment) close() error {
+	var err error
+	if s.m != nil {
+		err = s.m.Unmap()
+	}
+	if s.f != nil {
+		if cerr := s.f.Close(); err == nil {
+			err = cerr
+		}
+		s.f = nil
+	}
+	return err
+}
+
+// createSegment creates, allocates, maps and stamps a new segment file
+// whose first record will have sequence number first. It is built under a
+// temporary name and renamed into place, so a crash never leaves a
+// half-made segment (and an existing empty segment of that name is
+// replaced atomically).
+func createSegment(c *config, dir string, first uint64) (*segment, error) {
+	name := segmentName(first)
+	path := filepath.Join(dir, name)
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("journal: create segment %s: %w", path, err)
+	}
+	s := &segment{name: name, path: path, f: f, first: first}
+	fail := func(what string, err error) (*segment, error) {
+		_ = s.close()
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("journal: create segment %s: %s: %w", path, what, err)
+	}
+	if err := c.fallocate(f, c.segmentSize); err != nil {
+		return fail(fmt.Sprintf("allocate %d bytes", c.segmentSize), err)
+	}
+	m, err := mmap.MapRegion(f, int(c.segmentSize), mmap.RDWR, 0, 0)
+	if err != nil {
+		return fail("mmap", err)
+	}
+	s.m = m
+	salt := c.salt()
+	putHeader(m[:headerSize], segmentMagic, first, salt)
+	s.salt = saltCRC(salt)
+	if c.sync != SyncNone {
+		if err := f.Sync(); err != nil {
+			return fail("fsync", err)
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail("rename", err)
+	}
+	if c.sync != SyncNone {
+		if err := syncDir(dir); err != nil {
+			// The file is a valid empty segment; without a durable
+			// directory entry it is not worth keeping.
+			_ = s.close()
+			_ = os.Remove(path)
+			return nil, fmt.Errorf("journal: create segment %s: fsync directory: %w", path, err)
+		}
+	}
+	return s, nil
+}
+
+// Append writes one record holding payload after the last one, into the
+// mapped current segment, and gives it the next sequence number. When the
+// record does not fit, Append first rolls to a new segment: it msyncs the
+// whole old segment (unless SyncNone), then creates, allocates and maps the
+// new one. On an error (ENOSPC from the allocation, say; match it with
+// errors.Is) nothing of the record is visible and the journal stays usable:
+// a later Append tries the roll again. A payload that can never fit in a
+// segment gives ErrTooLarge. Append does not allocate, and does not sync:
+// Commit ends a batch.
+func (j *Journal) Append(payload []byte) error {
+	if j.closed {
+		return ErrClosed
+	}
+	if len(payload) > j.maxPayload {
+		return fmt.Errorf("%w: a %d-byte payload (at most %d fit in a %d-byte segment)",
+			ErrTooLarge, len(payload), j.maxPayload, j.c.segmentSize)
+	}
+	size := frameSize(len(payload))
+	if j.cur == nil || j.off+size > int64(len(j.cur.m)) {
+		if err := j.roll(); err != nil {
+			return err
+		}
+	}
+	// Beyond j.off a segment is all zeros: the padding is in place.
+	putFrame(j.cur.m[j.off:j.off+size], j.cur.salt, &j.scratch, j.seq+1, payload)
+	j.off += size
+	j.seq++
+	return nil
+}
+
+// putFrame writes the frame of a record into b, which is zero beyond the
+// payload. The length word goes last: until it is stored the frame reads as
+// the end of data. (frameCRC is a call that may read b, so the compiler
+// cannot move that store before it.)
+func putFrame(b []byte, salt uint32, scratch *[12]byte, seq uint64, payload []byte) {
+	n := uint32(frameHeaderSize + len(payload))
+	le.PutUint64(b[8:], seq)
+	copy(b[frameHeaderSize:], payload)
+	le.PutUint32(b[4:], frameCRC(salt, scratch, n, seq, payload))
+	le.PutUint32(b[0:], n)
+}
+
+// roll makes a new, empty segment current, for records from j.seq+1 on.
+func (j *Journal) roll() error {
+	old, oldOff := j.cur, j.off
+	if old != nil && j.c.sync != SyncNone {
+		if err := j.syncNow(); err != nil {
+			return err
+		}
+	}
+	seg, err := createSegment(&j.c, j.dir, j.seq+1)
+	if err != nil {
+		return err
+	}
+	j.syncMu.Lock()
+	j.cur, j.off, j.synced = seg, headerSize, headerSize
+	j.pub.Store(headerSize)
+	j.syncMu.Unlock()
+	j.mu.Lock()
+	if n := len(j.segs); n > 0 && j.segs[n-1].first == seg.first {
+		// seg replaced an empty closed segment of the same name (one
+		// recovered without the disk space to append to it).
+		j.segs = j.segs[:n-1]
+	}
+	if old != nil && old.first != seg.first { // else seg replaced old, an empty segment
+		j.segs = append(j.segs, segmentInfo{name: old.name, first: old.first, bytes: oldOff - headerSize})
+		j.closedBytes.Add(oldOff - headerSize)
+	}
+	j.mu.Unlock()
+	if old == nil {
+		return nil
+	}
+	if err := old.close(); err != nil {
+		j.c.log.Warn("journal: closing a full segment failed", "file", old.path, "err", err)
+	}
+	return nil
+}
+
+// Commit ends a batch of Appends. With SyncAlways it msyncs every byte
+// written since the last successful sync before returning (one msync per
+// batch: group commit) and returns its error. Otherwise it publishes the
+// write position to the background syncer (SyncInterval) and returns the
+// background sync error that is pending, if any: see the package
+// documentation, "Sync modes and sync errors".
+func (j *Journal) Commit() error {
+	if j.closed {
+		return ErrClosed
+	}
+	switch j.c.sync {
+	case SyncAlways:
+		return j.syncNow()
+	case SyncInterval:
+		j.pub.Store(j.off)
+		return j.takeSyncErr()
+	}
+	return nil
+}
+
+// Sync msyncs everything appended so far, now, whatever the SyncMode. It
+// returns its own msync error; background errors are left for Commit.
+func (j *Journal) Sync() error {
+	if j.closed {
+		return ErrClosed
+	}
+	return j.syncNow()
+}
+
+// syncNow msyncs cur up to j.off, on the owner goroutine.
+func (j *Journal) syncNow() error {
+	j.syncMu.Lock()
+	err := j.syncToLocked(j.cur, j.off)
+	j.syncMu.Unlock()
+	j.noteSync(err, false)
+	return err
+}
+
+// syncToLocked msyncs seg from j.synced up to end; syncMu is held.
+func (j *Journal) syncToLocked(seg *segment, end int64) error {
+	if seg == nil || end <= j.synced {
+		return nil
+	}
+	from := j.synced &^ (j.pageSize - 1) // msync wants a page-aligned start
+	if err := j.c.msync(seg.m[from:end]); err != nil {
+		return fmt.Errorf("journal: msync %s bytes [%d, %d): %w", seg.path, from, end, err)
+	}
+	j.synced = end
+	return nil
+}
+
+// runSyncer is the SyncInterval background goroutine.
+func (j *Journal) runSyncer() {
+	defer close(j.done)
+	t := time.NewTicker(j.c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-t.C:
+			j.backgroundSync()
+		case ack := <-j.syncReq:
+			j.backgroundSync()
+			close(ack)
+		}
+	}
+}
+
+// backgroundSync msyncs cur up to the position published by Commit.
+func (j *Journal) backgroundSync() {
+	j.syncMu.Lock()
+	end := j.pub.Load()
+	if j.cur == nil || end <= j.synced {
+		j.syncMu.Unlock()
+		return
+	}
+	err := j.syncToLocked(j.cur, end)
+	j.syncMu.Unlock()
+	j.noteSync(err, true)
+	if j.c.syncPass != nil {
+		j.c.syncPass(err)
+	}
+}
+
+// syncPassForTest runs one background sync pass on the syncer goroutine
+// and waits for it.
+func (j *Journal) syncPassForTest() {
+	ack := make(chan struct{})
+	j.syncReq <- ack
+	<-ack
+}
+
+// noteSync records the result of an msync. Background failures become the
+// pending error (the first one; later ones are counted); any success heals
+// it: a pending error that a Commit has reported is cleared, one not yet
+// reported will be reported once more and then cleared.
+func (j *Journal) noteSync(err error, background bool) {
+	j.errMu.Lock()
+	defer j.errMu.Unlock()
+	switch {
+	case err == nil && j.syncErr != nil:
+		if j.syncErrReported {
+			j.syncErr, j.syncErrMore = nil, 0
+		} else {
+			j.syncErrHealed = true
+		}
+	case err != nil && background:
+		if j.syncErr == nil {
+			j.syncErr, j.syncErrReported = err, false
+		} else {
+			j.syncErrMore++
+		}
+		j.syncErrHealed = false
+	case err != nil:
+		j.syncErrHealed = false
+	}
+}
+
+// takeSyncErr returns the pending background sync error for Commit.
+func (j *Journal) takeSyncErr() error {
+	j.errMu.Lock()
+	defer j.errMu.Unlock()
+	err, more := j.syncErr, j.syncErrMore
+	if err == nil {
+		return nil
+	}
+	j.syncErrReported = true
+	if j.syncErrHealed {
+		j.syncErr, j.syncErrMore, j.syncErrHealed = nil, 0, false
+	}
+	if more > 0 {
+		return fmt.Errorf("%w (and %d more background msync failures since)", err, more)
+	}
+	return err
+}
+
+// Size returns the bytes of record frames (headers, payloads and padding;
+// not segment headers) in the segments that no committed snapshot covers:
+// the compaction trigger.
+func (j *Journal) Size() int64 {
+	n := j.closedBytes.Load()
+	if j.cur != nil {
+		n += j.off - headerSize
+	}
+	return n
+}
+
+// Seq returns the sequence number of the last record appended or
+// recovered (or covered by the snapshot recovered); 0 for a new journal.
+func (j *Journal) Seq() uint64 { return j.seq }
+
+// Close stops the background syncer, msyncs what is not synced yet (unless
+// SyncNone), unmaps and closes the current segment. It returns the msync
+// error and any background sync error that no Commit reported. Close is
+// idempotent; other methods return ErrClosed after it.
+func (j *Journal) Close() error {
+	if j.closed {
+		return nil
+	}
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
+	if j.stop != nil {
+		close(j.stop)
+		<-j.done
+	}
+	var errs []error
+	if j.c.sync != SyncNone {
+		errs = append(errs, j.syncNow())
+	}
+	j.errMu.Lock()
+	if j.syncErr != nil && !j.syncErrReported {
+		errs = append(errs, j.syncErr)
+	}
+	j.errMu.Unlock()
+	if j.cur != nil {
+		j.closedBytes.Add(j.off - headerSize)
+		if err := j.cur.close(); err != nil {
+			errs = append(errs, fmt.Errorf("journal: close %s: %w", j.cur.path, err))
+		}
+		j.syncMu.Lock()
+		j.cur = nil
+		j.syncMu.Unlock()
+	}
+	return errors.Join(errs...)
+}
