@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,4 +141,72 @@ func TestMaxBucketsAcrossShards(t *testing.T) {
 	if st := e.Stats(); st.Buckets != limit || st.Evictions != flood-limit {
 		t.Fatalf("evict-oldest: got %d buckets, %d evictions; want %d and %d", st.Buckets, st.Evictions, limit, flood-limit)
 	}
+}
+
+// TestCardinalityFlood: 400k distinct ids through the System against
+// MaxBuckets 40,000 (in each policy): the buckets never exceed the bound,
+// the heap stays flat (measured after GC at 10% and at 100% of the flood),
+// and the policy's counts are exact. table's TestCardinality floods one
+// table with 2M ids.
+//
+// Not parallel: the heap it measures is the whole process's.
+func TestCardinalityFlood(t *testing.T) {
+	const flood, bound, workers = 400_000, 40_000, 16
+	for _, evict := range []bool{false, true} {
+		t.Run(fmt.Sprint("evict=", evict), func(t *testing.T) {
+			s := startSystem(t, Config{Shards: 4, MaxBuckets: bound, EvictOldest: evict, SweepInterval: -1})
+			ctx := context.Background()
+			var full atomic.Int64
+			run := func(from, to int) {
+				var wg sync.WaitGroup
+				for w := range workers {
+					wg.Go(func() {
+						for i := from + w; i < to; i += workers {
+							d, err := s.Check(ctx, table.Request{ID: fmt.Sprint("flood-", i), Scale: time.Hour, Limit: 10, Hits: 1})
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if d.Full {
+								full.Add(1)
+							}
+						}
+					})
+				}
+				wg.Wait()
+			}
+			run(0, flood/10)
+			early := heapAfterGC()
+			run(flood/10, flood)
+			late := heapAfterGC()
+			st := s.Stats()
+			if st.Buckets > bound {
+				t.Fatalf("%d buckets, bound %d", st.Buckets, bound)
+			}
+			// Each shard fills to its share; the ids spread unevenly, so a
+			// shard may refuse or evict before the total reaches the bound.
+			if st.Buckets < bound*9/10 {
+				t.Fatalf("only %d buckets held, want near %d", st.Buckets, bound)
+			}
+			if evict {
+				if full.Load() != 0 || st.Evictions != int64(flood)-st.Buckets || st.Rejections != 0 {
+					t.Fatalf("evict-oldest: %d refused, stats %+v; want 0 refused and %d evictions", full.Load(), st, int64(flood)-st.Buckets)
+				}
+			} else if full.Load() != int64(flood)-st.Buckets || st.Rejections != full.Load() || st.Evictions != 0 {
+				t.Fatalf("deny-new: %d refused, stats %+v; want %d refused, all counted", full.Load(), st, int64(flood)-st.Buckets)
+			}
+			if growth := float64(late) / float64(early); growth > 1.25 {
+				t.Fatalf("heap grew from %d to %d bytes (%.2f×) between 10%% and 100%% of the flood", early, late, growth)
+			}
+			t.Logf("heap after GC: %d MB at 10%%, %d MB at 100%% of %d ids", early>>20, late>>20, flood)
+		})
+	}
+}
+
+// heapAfterGC returns the live heap after a full collection.
+func heapAfterGC() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

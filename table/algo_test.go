@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -495,4 +497,46 @@ func TestMaxBuckets(t *testing.T) {
 			t.Fatalf("evict=%v: a new id when only expired buckets fill the table: got %+v, stats %+v", evict, d, tb2.Stats())
 		}
 	}
+}
+
+// TestCardinality: 2M distinct ids against MaxBuckets 100,000: the table
+// never holds more, its heap stays flat (after GC, at 10% and at 100% of
+// the flood), and each policy's count is exact. Not parallel: the heap it
+// measures is the whole process's.
+func TestCardinality(t *testing.T) {
+	const flood, bound = 2_000_000, 100_000
+	for _, evict := range []bool{false, true} {
+		tb := New(Config{MaxBuckets: bound, Evict: evict})
+		full := 0
+		var early uint64
+		for i := range flood {
+			if i == flood/10 {
+				early = heapAfterGC()
+			}
+			if tb.Apply(Request{ID: "flood-" + strconv.Itoa(i), Scale: time.Hour, Limit: 10, Hits: 1}, at(int64(i/1000))).Full {
+				full++
+			}
+		}
+		late := heapAfterGC()
+		st := tb.Stats()
+		switch {
+		case tb.Len() != bound:
+			t.Fatalf("evict=%v: %d buckets, want %d", evict, tb.Len(), bound)
+		case evict && (full != 0 || st.Evictions != flood-bound):
+			t.Fatalf("evict-oldest: %d refused, %+v; want %d evictions", full, st, flood-bound)
+		case !evict && (full != flood-bound || st.Rejections != flood-bound):
+			t.Fatalf("deny-new: %d refused, %+v; want %d", full, st, flood-bound)
+		case float64(late) > 1.25*float64(early):
+			t.Fatalf("evict=%v: heap grew from %d to %d bytes", evict, early, late)
+		}
+		t.Logf("evict=%v: heap after GC %d MB at 10%%, %d MB at 100%% of %d ids", evict, early>>20, late>>20, flood)
+		runtime.KeepAlive(tb)
+	}
+}
+
+func heapAfterGC() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

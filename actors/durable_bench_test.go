@@ -1,0 +1,177 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/table"
+	"github.com/ratelimitd/ratelimitd/table/journal"
+)
+
+// BenchmarkCheckJournal measures System.Check at 1k keys, 64 goroutines per
+// proc, without a journal (the baseline) and with each sync mode, in one
+// run; each reports checks/s, its ratio to the baseline, the latency p99
+// and the journal bytes written per check.
+func BenchmarkCheckJournal(b *testing.B) {
+	reqs := benchRequests()
+	var baseline float64
+	for _, mode := range []string{"memory", "none", "interval", "always"} {
+		b.Run("sync="+mode, func(b *testing.B) {
+			cfg := Config{SweepInterval: -1}
+			if mode != "memory" {
+				m, _ := ParseSyncMode(mode)
+				cfg.DataDir, cfg.JournalSync = b.TempDir(), m
+			}
+			s := startSystem(b, cfg)
+			ctx := context.Background()
+			var next atomic.Uint64
+			var lat [][]time.Duration
+			latMu := make(chan struct{}, 1)
+			latMu <- struct{}{}
+			b.SetParallelism(64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := next.Add(7)
+				var mine []time.Duration
+				for pb.Next() {
+					i++
+					start := time.Now()
+					if d, err := s.Check(ctx, reqs[i%benchKeys]); err != nil || !d.Allowed {
+						b.Errorf("Check: %+v, %v", d, err)
+					}
+					mine = append(mine, time.Since(start))
+				}
+				<-latMu
+				lat = append(lat, mine)
+				latMu <- struct{}{}
+			})
+			b.StopTimer()
+			rate := float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rate, "checks/s")
+			if mode == "memory" {
+				baseline = rate
+			} else if baseline > 0 {
+				b.ReportMetric(rate/baseline, "x-memory")
+			}
+			all := slices.Concat(lat...)
+			slices.Sort(all)
+			if len(all) > 0 {
+				b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+			}
+			if cfg.DataDir != "" {
+				var bytes int64
+				for _, sh := range s.shards {
+					bytes += sh.j.Size()
+				}
+				// Size counts records since the last snapshot: none was
+				// taken if the threshold was not reached.
+				if s.Stats().Snapshots == 0 {
+					b.ReportMetric(float64(bytes)/float64(b.N), "journal-B/check")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRecovery measures Start on a data directory holding n live
+// buckets in 8 shards: a snapshot of most of them plus segments holding
+// the rest (one record per bucket, as after a compaction), replayed in
+// parallel. n is 1M, and 10M with RATELIMITD_BENCH_10M=1 (it needs ~3 GiB).
+func BenchmarkRecovery(b *testing.B) {
+	sizes := []int{1_000_000}
+	if testing.Short() {
+		sizes = []int{100_000}
+	}
+	if os.Getenv("RATELIMITD_BENCH_10M") != "" {
+		sizes = append(sizes, 10_000_000)
+	}
+	for _, n := range sizes {
+		b.Run("buckets="+strconv.Itoa(n), func(b *testing.B) {
+			const shards = 8
+			dir := b.TempDir()
+			now := time.Now()
+			writeRecoveryData(b, dir, shards, n, now)
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				s, err := Start(context.Background(), Config{DataDir: dir, Shards: shards, SweepInterval: -1, MaxBuckets: -1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				took := time.Since(start)
+				if got := s.Stats().Buckets; got != int64(n) {
+					b.Fatalf("recovered %d buckets, want %d", got, n)
+				}
+				b.ReportMetric(float64(n)/took.Seconds(), "buckets/s")
+				b.StopTimer()
+				if err := s.Stop(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// writeRecoveryData writes, for each shard, a snapshot of 90% of its
+// buckets and a segment journal of the other 10%, as System would.
+func writeRecoveryData(b *testing.B, dir string, shards, n int, now time.Time) {
+	b.Helper()
+	if err := writeMeta(dir, meta{Format: metaFormat, Shards: shards}); err != nil {
+		b.Fatal(err)
+	}
+	tables := make([]*table.Table, shards)
+	ids := make([][]string, shards)
+	for i := range tables {
+		tables[i] = table.New(table.Config{TrackChanges: true})
+	}
+	hit := func(t *table.Table, id string) {
+		t.Apply(table.Request{ID: id, Scale: time.Hour, Limit: 100, Hits: 1}, now)
+	}
+	for i := range n {
+		id := fmt.Sprintf("user-%d", i)
+		sh := shardOf(id, shards)
+		ids[sh] = append(ids[sh], id)
+		hit(tables[sh], id)
+	}
+	for i, t := range tables {
+		j, _, err := journal.Open(filepath.Join(dir, fmt.Sprintf("shard-%03d", i)), journal.Options{Sync: journal.SyncNone, SegmentSize: 64 << 20}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Every change goes to the segments; a snapshot of the table then
+		// covers them, and the last 10% are changed again after it.
+		if err := t.Changes(j.Append); err != nil {
+			b.Fatal(err)
+		}
+		w, err := j.StartSnapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := t.Freeze(now)
+		if err := f.Records(w.Append); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		t.Thaw(f)
+		for _, id := range ids[i][:len(ids[i])/10] {
+			hit(t, id)
+		}
+		if err := t.Changes(j.Append); err != nil {
+			b.Fatal(err)
+		}
+		if err := j.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
