@@ -127,44 +127,13 @@ func openData(cfg *Config, explicitShards bool) (*journal.DirLock, error) {
 	return lock, nil
 }
 
-// writeMeta writes DataDir/META atomically: a temp file, fsync, rename,
-// fsync of the directory.
+// writeMeta writes DataDir/META atomically.
 func writeMeta(dir string, m meta) error {
 	b, _ := json.Marshal(m)
-	tmp := filepath.Join(dir, metaFile+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
+	if err := journal.WriteFileAtomic(dir, metaFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("actors: data directory: %w", err)
 	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, metaFile))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		return fmt.Errorf("actors: data directory: write %s: %w", metaFile, err)
-	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // recover opens the journal of sh and replays it into a new table.

@@ -107,6 +107,18 @@ type constChecker struct{ d table.Decision }
 
 func (c *constChecker) Check(context.Context, table.Request) (table.Decision, error) { return c.d, nil }
 
+func (c *constChecker) CheckAll(_ context.Context, reqs []table.Request) ([]table.Decision, bool, error) {
+	ds := make([]table.Decision, len(reqs))
+	for i := range ds {
+		ds[i] = c.d
+	}
+	return ds, c.d.Allowed, nil
+}
+
+func (c *constChecker) Refund(context.Context, table.Request) (table.Decision, error) {
+	return c.d, nil
+}
+
 func BenchmarkCheckRateMetrics(b *testing.B) {
 	h, err := api.NewHandler(startSystem(b), api.Options{Metrics: api.NewMetrics()})
 	if err != nil {

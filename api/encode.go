@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -70,27 +71,70 @@ func retryAfterSeconds(d table.Decision) int64 {
 	return max(ceilDiv(d.RetryAfter, time.Second), 1)
 }
 
+// answer is a decision with what its response needs.
+type answer struct {
+	id    string
+	rule  string        // the rule checked, or "" for an ad-hoc check
+	scale time.Duration // the window
+	d     table.Decision
+	// shadow says the rule is a shadow rule: a denial is reported, never
+	// enforced.
+	shadow bool
+}
+
+// denied reports whether a denies the request: a denial not of a shadow rule.
+func (a *answer) denied() bool { return !a.d.Allowed && !a.shadow }
+
+// shadowDenied reports whether a is a shadow rule's denial, let through.
+func (a *answer) shadowDenied() bool { return !a.d.Allowed && a.shadow }
+
+// result is what a check answered with a counts as in the metrics.
+func (a *answer) result() result {
+	switch {
+	case a.d.Full:
+		return resultFull
+	case a.d.Allowed:
+		return resultAllowed
+	case a.shadow:
+		return resultShadowDenied
+	}
+	return resultDenied
+}
+
+// policyName returns the name of the RateLimit policy of a: its rule's
+// name (a token of [a-z0-9_.-], safe in a quoted string), or "default".
+func (a *answer) policyName() string {
+	if a.rule != "" {
+		return a.rule
+	}
+	return "default"
+}
+
 // appendRateLimitFields appends the RateLimit-Policy field value and then
-// the RateLimit field value, returning where the second one starts.
-func appendRateLimitFields(b []byte, scale time.Duration, d table.Decision) ([]byte, int) {
-	b = append(b, `"default";q=`...)
-	b = strconv.AppendInt(b, d.Limit, 10)
+// the RateLimit field value of a, returning where the second one starts.
+func appendRateLimitFields(b []byte, a *answer) ([]byte, int) {
+	name := a.policyName()
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, a.d.Limit, 10)
 	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilDiv(scale, time.Second), 10)
+	b = strconv.AppendInt(b, ceilDiv(a.scale, time.Second), 10)
 	mid := len(b)
-	b = append(b, `"default";r=`...)
-	b = strconv.AppendInt(b, d.Remaining, 10)
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, a.d.Remaining, 10)
 	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, ceilDiv(d.ResetAfter, time.Second), 10)
+	b = strconv.AppendInt(b, ceilDiv(a.d.ResetAfter, time.Second), 10)
 	return b, mid
 }
 
-// setRateLimitHeaders sets RateLimit-Policy and RateLimit on h for a
-// decision under a window of scale. The middleware uses it before calling
-// the next handler.
-func (rs *responder) setRateLimitHeaders(h http.Header, scale time.Duration, d table.Decision) {
+// setRateLimitHeaders sets RateLimit-Policy and RateLimit on h for a. The
+// middleware uses it before calling the next handler.
+func (rs *responder) setRateLimitHeaders(h http.Header, a *answer) {
 	p := rs.getBuf()
-	b, mid := appendRateLimitFields(*p, scale, d)
+	b, mid := appendRateLimitFields(*p, a)
 	s := string(b)
 	*p = b
 	rs.putBuf(p)
@@ -100,17 +144,19 @@ func (rs *responder) setRateLimitHeaders(h http.Header, scale time.Duration, d t
 	h[hdrRateLimit] = vals[1:2:2]
 }
 
-// writeDecision answers a check of id under a window of scale: 200 when
-// allowed, rs.denyStatus with Retry-After when denied; the RateLimit
-// headers and the JSON body either way.
-func (rs *responder) writeDecision(w http.ResponseWriter, id string, scale time.Duration, d table.Decision) {
+// writeDecision answers a check: 200 when allowed (or let through by a
+// shadow rule), rs.denyStatus with Retry-After when denied; the RateLimit
+// headers and the JSON body either way. An answer to a refund (refund
+// true) is always 200, without Retry-After.
+func (rs *responder) writeDecision(w http.ResponseWriter, a *answer, refund bool) {
 	p := rs.getBuf()
-	b, mid := appendRateLimitFields(*p, scale, d)
+	b, mid := appendRateLimitFields(*p, a)
 	end := len(b)
 	status := http.StatusOK
-	if !d.Allowed {
+	deny := a.denied() && !refund
+	if deny {
 		status = rs.denyStatus
-		b = strconv.AppendInt(b, retryAfterSeconds(d), 10)
+		b = strconv.AppendInt(b, retryAfterSeconds(a.d), 10)
 	}
 	s := string(b) // one allocation for every dynamic header value
 
@@ -123,26 +169,33 @@ func (rs *responder) writeDecision(w http.ResponseWriter, id string, scale time.
 	h[hdrCacheControl] = vals[1:2:2]
 	h[hdrRateLimitPolicy] = vals[2:3:3]
 	h[hdrRateLimit] = vals[3:4:4]
-	if !d.Allowed {
+	if deny {
 		vals[4] = s[end:]
 		h[hdrRetryAfter] = vals[4:5:5]
 	}
 
-	b = appendDecisionJSON(b[:0], id, d)
+	b = appendDecisionJSON(b[:0], a)
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 	*p = b
 	rs.putBuf(p)
 }
 
-// appendDecisionJSON appends the check_rate body for d.
-func appendDecisionJSON(b []byte, id string, d table.Decision) []byte {
-	if d.Allowed {
+// appendDecisionJSON appends the check_rate body of a: allowed is true for
+// a shadow rule's denial, which also gets "shadow_denied":true; "rule" is
+// there for a check by rule.
+func appendDecisionJSON(b []byte, a *answer) []byte {
+	d := &a.d
+	if d.Allowed || a.shadow {
 		b = append(b, `{"allowed":true,"id":`...)
 	} else {
 		b = append(b, `{"allowed":false,"id":`...)
 	}
-	b = appendJSONString(b, id)
+	b = appendJSONString(b, a.id)
+	if a.rule != "" {
+		b = append(b, `,"rule":`...)
+		b = appendJSONString(b, a.rule)
+	}
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, d.Count, 10)
 	b = append(b, `,"limit":`...)
@@ -153,12 +206,137 @@ func appendDecisionJSON(b []byte, id string, d table.Decision) []byte {
 	b = strconv.AppendInt(b, ceilDiv(d.ResetAfter, time.Millisecond), 10)
 	b = append(b, `,"retry_after_ms":`...)
 	b = strconv.AppendInt(b, ceilDiv(d.RetryAfter, time.Millisecond), 10)
+	if a.shadowDenied() {
+		b = append(b, `,"shadow_denied":true`...)
+	}
 	return append(b, '}')
+}
+
+// batchOutcome is what a batch of answers comes to.
+type batchOutcome struct {
+	allowed bool
+	// binding is the answer the RateLimit headers describe; -1 for none.
+	binding int
+	// limited reports a denial by a limit (not only by a full table).
+	limited bool
+	// retry is the longest RetryAfter of the denials.
+	retry time.Duration
+	res   result
+}
+
+// outcome sums up the answers of a batch whose checks were allowed (all
+// or nothing) or not. The binding answer is, among the answers that count
+// (the denials of a denied batch; else those not of shadow rules; else all),
+// the one with the least remaining, and on a tie the longer wait (retry,
+// then reset), then the first.
+func outcome(as []answer, allowed bool) batchOutcome {
+	o := batchOutcome{allowed: allowed, binding: -1, res: resultAllowed}
+	counts := func(a *answer) bool { return a.denied() }
+	if allowed {
+		counts = func(a *answer) bool { return !a.shadow }
+		if !slices.ContainsFunc(as, func(a answer) bool { return !a.shadow }) {
+			counts = func(*answer) bool { return true }
+		}
+	}
+	for i := range as {
+		a := &as[i]
+		if a.shadowDenied() && allowed {
+			o.res = resultShadowDenied
+		}
+		if a.denied() {
+			o.retry = max(o.retry, a.d.RetryAfter)
+			o.limited = o.limited || !a.d.Full
+		}
+		if !counts(a) {
+			continue
+		}
+		if o.binding < 0 || bindsMore(a, &as[o.binding]) {
+			o.binding = i
+		}
+	}
+	switch {
+	case allowed:
+	case o.limited:
+		o.res = resultDenied
+	default:
+		o.res = resultFull
+	}
+	return o
+}
+
+// bindsMore reports whether a is more restrictive than b.
+func bindsMore(a, b *answer) bool {
+	switch {
+	case a.d.Remaining != b.d.Remaining:
+		return a.d.Remaining < b.d.Remaining
+	case a.d.RetryAfter != b.d.RetryAfter:
+		return a.d.RetryAfter > b.d.RetryAfter
+	}
+	return a.d.ResetAfter > b.d.ResetAfter
+}
+
+// writeBatch answers a batch of checks, all or nothing: 200 when allowed,
+// rs.denyStatus with Retry-After (the longest wait of the denials) when
+// denied by a limit, 503 when denied only because the table is full. The
+// RateLimit headers describe the binding check (see outcome); the body is
+// {"allowed":BOOL,"checks":[DECISION...]}. It returns the result to record.
+func (rs *responder) writeBatch(w http.ResponseWriter, as []answer, allowed bool) result {
+	o := outcome(as, allowed)
+	if !allowed && !o.limited {
+		rs.writeFull(w, o.retry)
+		return o.res
+	}
+	p := rs.getBuf()
+	b := *p
+	h := w.Header()
+	h[hdrContentType] = []string{ctJSON}
+	h[hdrCacheControl] = []string{noStore}
+	if o.binding >= 0 {
+		var mid int
+		b, mid = appendRateLimitFields(b, &as[o.binding])
+		s := string(b)
+		h[hdrRateLimitPolicy] = []string{s[:mid]}
+		h[hdrRateLimit] = []string{s[mid:]}
+	}
+	status := http.StatusOK
+	if !allowed {
+		status = rs.denyStatus
+		h[hdrRetryAfter] = []string{strconv.FormatInt(max(ceilDiv(o.retry, time.Second), 1), 10)}
+	}
+	b = append(b[:0], `{"allowed":`...)
+	b = strconv.AppendBool(b, allowed)
+	b = append(b, `,"checks":[`...)
+	for i := range as {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendDecisionJSON(b, &as[i])
+	}
+	b = append(b, "]}"...)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	*p = b
+	rs.putBuf(p)
+	return o.res
+}
+
+// msgFull is the error of a check refused because the table is full.
+const msgFull = "the rate limiter is full (max buckets); retry"
+
+// writeFull answers 503 for a check the table had no room for, with
+// Retry-After the table's estimate of when room frees (at least 1 s).
+func (rs *responder) writeFull(w http.ResponseWriter, retry time.Duration) {
+	rs.writeErrorRetry(w, http.StatusServiceUnavailable, "", msgFull, max(ceilDiv(retry, time.Second), 1))
 }
 
 // writeError answers status with the JSON body {"error":msg,"field":field}.
 // A 503 also carries Retry-After: 1.
 func (rs *responder) writeError(w http.ResponseWriter, status int, field, msg string) {
+	rs.writeErrorRetry(w, status, field, msg, 1)
+}
+
+// writeErrorRetry is writeError with the Retry-After of a 503 in seconds.
+func (rs *responder) writeErrorRetry(w http.ResponseWriter, status int, field, msg string, retry int64) {
 	p := rs.getBuf()
 	b := append(*p, `{"error":`...)
 	b = appendJSONString(b, msg)
@@ -169,7 +347,7 @@ func (rs *responder) writeError(w http.ResponseWriter, status int, field, msg st
 	h[hdrContentType] = []string{ctJSON}
 	h[hdrCacheControl] = []string{noStore}
 	if status == http.StatusServiceUnavailable {
-		h[hdrRetryAfter] = []string{"1"}
+		h[hdrRetryAfter] = []string{strconv.FormatInt(retry, 10)}
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(b)

@@ -6,21 +6,35 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
-// ErrInvalidOption is matched (errors.Is) by every error NewHandler and
-// Middleware return for options they cannot use.
+// ErrInvalidOption is matched (errors.Is) by every error NewHandler,
+// NewAdminHandler and Middleware return for options they cannot use.
 var ErrInvalidOption = errors.New("api: invalid option")
 
 // Checker decides rate-limit checks. *actors.System is one; tests and
-// embedders may supply their own. Check must be safe for concurrent use.
+// embedders may supply their own. Its methods must be safe for concurrent
+// use; see actors.System for their contracts.
 type Checker interface {
+	// Check counts req against its limit and returns the decision.
 	Check(ctx context.Context, req table.Request) (table.Decision, error)
+	// CheckAll checks reqs all or nothing: allowed only if every one is
+	// admitted, and then each is counted; otherwise nothing is consumed.
+	// The decisions are in the order of reqs.
+	CheckAll(ctx context.Context, reqs []table.Request) ([]table.Decision, bool, error)
+	// Refund gives back up to req.Hits (≥ 1) hits to req's bucket and
+	// returns the decision a peek gets afterwards.
+	Refund(ctx context.Context, req table.Request) (table.Decision, error)
 }
+
+var _ Checker = (*actors.System)(nil)
 
 // Options configures NewHandler. The zero value is ready to use.
 type Options struct {
@@ -32,11 +46,16 @@ type Options struct {
 	Metrics *Metrics
 	// Logger receives unexpected Checker errors. Nil discards them.
 	Logger *slog.Logger
+	// Rules holds the named rules that checks may use (rule=NAME). Nil
+	// means no rules: a check by rule is answered 400. Changes to the
+	// Store are seen by the very next check.
+	Rules *rules.Store
 }
 
 // Route paths.
 const (
 	pathCheckRate = "/check_rate"
+	pathRefund    = "/refund"
 	pathHealthz   = "/healthz"
 	pathMetrics   = "/metrics"
 )
@@ -45,16 +64,17 @@ const (
 type handler struct {
 	responder
 	checker Checker
+	rules   *rules.Store // nil: no rules
 	metrics *Metrics
 	promh   http.Handler
 	log     *slog.Logger
 }
 
 // NewHandler returns the HTTP handler of ratelimitd: GET and POST
-// /check_rate, GET /healthz and, when opts.Metrics is set, GET /metrics.
-// A known path with the wrong method is answered 405 with an Allow header,
-// an unknown path 404, both with a JSON error body. The handler is safe for
-// concurrent use.
+// /check_rate and /refund, GET /healthz and, when opts.Metrics is set, GET
+// /metrics (see the package documentation). A known path with the wrong
+// method is answered 405 with an Allow header, an unknown path 404, both
+// with a JSON error body. The handler is safe for concurrent use.
 func NewHandler(c Checker, opts Options) (http.Handler, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: Checker is nil", ErrInvalidOption)
@@ -66,6 +86,7 @@ func NewHandler(c Checker, opts Options) (http.Handler, error) {
 	h := &handler{
 		responder: responder{denyStatus: deny},
 		checker:   c,
+		rules:     opts.Rules,
 		metrics:   opts.Metrics,
 		log:       opts.Logger,
 	}
@@ -98,15 +119,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			h.methodNotAllowed(w, r, "GET, POST")
 		}
+	case pathRefund:
+		switch r.Method {
+		case http.MethodGet, http.MethodPost:
+			h.refund(w, r)
+		default:
+			h.methodNotAllowed(w, r, "GET, POST")
+		}
 	case pathHealthz:
 		if !isGetOrHead(r) {
 			h.methodNotAllowed(w, r, "GET, HEAD")
 			return
 		}
-		hdr := w.Header()
-		hdr[hdrContentType] = []string{ctJSON}
-		hdr[hdrCacheControl] = []string{noStore}
-		_, _ = w.Write([]byte(`{"status":"ok"}`))
+		writeHealthz(w)
 	case pathMetrics:
 		if h.promh == nil {
 			h.notFound(w, r)
@@ -122,17 +147,46 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// writeHealthz answers GET /healthz.
+func writeHealthz(w http.ResponseWriter) {
+	hdr := w.Header()
+	hdr[hdrContentType] = []string{ctJSON}
+	hdr[hdrCacheControl] = []string{noStore}
+	_, _ = w.Write([]byte(`{"status":"ok"}`))
+}
+
 func isGetOrHead(r *http.Request) bool {
 	return r.Method == http.MethodGet || r.Method == http.MethodHead
 }
 
-func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+func (rs *responder) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	w.Header()[hdrAllow] = []string{allow}
-	h.writeError(w, http.StatusMethodNotAllowed, "", "method "+r.Method+" is not allowed on "+r.URL.Path+"; use "+allow)
+	rs.writeError(w, http.StatusMethodNotAllowed, "", "method "+r.Method+" is not allowed on "+r.URL.Path+"; use "+allow)
 }
 
-func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
-	h.writeError(w, http.StatusNotFound, "", "no such path: "+r.URL.Path)
+func (rs *responder) notFound(w http.ResponseWriter, r *http.Request) {
+	rs.writeError(w, http.StatusNotFound, "", "no such path: "+r.URL.Path)
+}
+
+// ruleSet returns the current rules, or nil when there are none.
+func (h *handler) ruleSet() *rules.Set {
+	if h.rules == nil {
+		return nil
+	}
+	return h.rules.Current()
+}
+
+// readParams reads the parameters of a GET (query) or POST (JSON body)
+// request for m. Only modeCheck may return a batch.
+func (rs *responder) readParams(w http.ResponseWriter, r *http.Request, m mode) (checkBody, error) {
+	if r.Method == http.MethodGet {
+		p, err := parseQuery(r.URL.RawQuery, m)
+		return checkBody{one: p}, err
+	}
+	if r.URL.RawQuery != "" {
+		return checkBody{}, fieldErr("query", ruleQueryPost)
+	}
+	return readJSON(w, r, m)
 }
 
 // checkRate serves GET and POST /check_rate.
@@ -141,31 +195,138 @@ func (h *handler) checkRate(w http.ResponseWriter, r *http.Request) {
 	if h.metrics != nil {
 		start = time.Now()
 	}
-	var req table.Request
-	var err error
-	if r.Method == http.MethodGet {
-		req, err = parseQuery(r.URL.RawQuery)
-	} else if r.URL.RawQuery != "" {
-		err = fieldErr("query", ruleQueryPost)
-	} else {
-		req, err = readJSON(w, r)
-	}
+	body, err := h.readParams(w, r, modeCheck)
 	if err != nil {
 		h.badRequest(w, err)
 		h.metrics.record(resultInvalid, start)
 		return
 	}
-	d, err := h.checker.Check(r.Context(), req)
-	if err != nil {
-		h.metrics.record(h.checkFailed(r.Context(), w, err), start)
+	if body.batch != nil {
+		h.metrics.record(h.checkBatch(w, r, body.batch), start)
 		return
 	}
-	h.writeDecision(w, req.ID, req.Scale, d)
-	if d.Allowed {
-		h.metrics.record(resultAllowed, start)
-	} else {
-		h.metrics.record(resultDenied, start)
+	h.metrics.record(h.checkOne(w, r, &body.one), start)
+}
+
+// checkOne answers one check and returns the result to record.
+func (h *handler) checkOne(w http.ResponseWriter, r *http.Request, p *params) result {
+	req, rule, err := resolve(p, h.ruleSet())
+	if err != nil {
+		h.badRequest(w, err)
+		return resultInvalid
 	}
+	d, err := h.checker.Check(r.Context(), req)
+	if err != nil {
+		return h.checkFailed(r.Context(), w, "check_rate", err)
+	}
+	a := answer{id: req.ID, rule: rule.Name, scale: req.Scale, d: d, shadow: rule.Shadow}
+	if a.denied() && d.Full {
+		h.writeFull(w, d.RetryAfter)
+	} else {
+		h.writeDecision(w, &a, false)
+	}
+	return a.result()
+}
+
+// checkBatch answers a batch of checks, all or nothing, and returns the
+// result to record. The checks of shadow rules are not part of the
+// all-or-nothing CheckAll (they never deny): they are counted one by one
+// after an admitted batch, and only peeked at after a denied one, so a
+// denied batch consumes nothing.
+func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []params) result {
+	set := h.ruleSet() // one version of the rules for the whole batch
+	as := make([]answer, len(ps))
+	reqs := make([]table.Request, len(ps))
+	enforced := make([]table.Request, 0, len(ps))
+	orig := make([]int, 0, len(ps)) // the element of each enforced check
+	for i := range ps {
+		req, rule, err := resolve(&ps[i], set)
+		if err != nil {
+			h.badRequest(w, elemErr(i, err))
+			return resultInvalid
+		}
+		reqs[i] = req
+		as[i] = answer{id: req.ID, rule: rule.Name, scale: req.Scale, shadow: rule.Shadow}
+		if !rule.Shadow {
+			enforced = append(enforced, req)
+			orig = append(orig, i)
+		}
+	}
+	ctx := r.Context()
+	allowed := true
+	if len(enforced) > 0 {
+		ds, ok, err := h.checker.CheckAll(ctx, enforced)
+		if err == nil && len(ds) != len(enforced) {
+			err = fmt.Errorf("CheckAll returned %d decisions for %d checks", len(ds), len(enforced))
+		}
+		if err != nil {
+			return h.checkFailed(ctx, w, "check_rate batch", renumber(err, orig))
+		}
+		for j, i := range orig {
+			as[i].d = ds[j]
+		}
+		allowed = ok
+	}
+	for i := range as {
+		if !as[i].shadow {
+			continue
+		}
+		req := reqs[i]
+		if !allowed {
+			req.Hits = 0
+		}
+		d, err := h.checker.Check(ctx, req)
+		if err != nil {
+			return h.checkFailed(ctx, w, "check_rate batch", err)
+		}
+		as[i].d = d
+	}
+	return h.writeBatch(w, as, allowed)
+}
+
+// renumber renames a field error of CheckAll about its check j
+// ("checks[j].FIELD") after element orig[j] of the batch, which may differ
+// when shadow checks were left out. Other errors are returned as they are.
+func renumber(err error, orig []int) error {
+	var fe *table.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	rest, ok := strings.CutPrefix(fe.Field, "checks[")
+	if !ok {
+		return err
+	}
+	end := strings.IndexByte(rest, ']')
+	if end < 0 {
+		return err
+	}
+	j, perr := strconv.Atoi(rest[:end])
+	if perr != nil || j < 0 || j >= len(orig) {
+		return err
+	}
+	return fieldErr(elemField(orig[j], strings.TrimPrefix(rest[end+1:], ".")), fe.Rule)
+}
+
+// refund serves GET and POST /refund.
+func (h *handler) refund(w http.ResponseWriter, r *http.Request) {
+	body, err := h.readParams(w, r, modeRefund)
+	if err != nil {
+		h.badRequest(w, err)
+		return
+	}
+	req, rule, err := resolve(&body.one, h.ruleSet())
+	if err != nil {
+		h.badRequest(w, err)
+		return
+	}
+	d, err := h.checker.Refund(r.Context(), req)
+	if err != nil {
+		h.checkFailed(r.Context(), w, "refund", err)
+		return
+	}
+	a := answer{id: req.ID, rule: rule.Name, scale: req.Scale, d: d, shadow: rule.Shadow}
+	h.writeDecision(w, &a, true)
+	h.metrics.refunded()
 }
 
 // badRequest answers 400 for an error that matches table.ErrInvalid.
@@ -179,18 +340,24 @@ func (rs *responder) badRequest(w http.ResponseWriter, err error) {
 }
 
 // checkFailed answers a Checker error: 400 for an invalid request, 503 for
-// anything else (logged unless it is a known transient condition). It
-// returns the result to record.
-func (h *handler) checkFailed(ctx context.Context, w http.ResponseWriter, err error) result {
+// anything else (logged, as from op, unless it is a known transient
+// condition). It returns the result to record.
+func (h *handler) checkFailed(ctx context.Context, w http.ResponseWriter, op string, err error) result {
 	res := h.answerCheckError(w, err)
+	logFailure(ctx, h.log, op, res, err)
+	return res
+}
+
+// logFailure logs a backend error of op that was answered as res, unless it
+// is a 400 or a known transient condition.
+func logFailure(ctx context.Context, log *slog.Logger, op string, res result, err error) {
 	switch {
 	case res != resultError, isTransient(err):
 	case errors.Is(err, actors.ErrUnavailable):
-		h.log.WarnContext(ctx, "check_rate: shard owner unavailable", "err", err)
+		log.WarnContext(ctx, op+": shard owner unavailable", "err", err)
 	default:
-		h.log.ErrorContext(ctx, "check_rate: checker failed", "err", err)
+		log.ErrorContext(ctx, op+": rate limiter failed", "err", err)
 	}
-	return res
 }
 
 // answerCheckError writes the response for a Checker error and returns the

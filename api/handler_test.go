@@ -19,6 +19,7 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -62,13 +63,34 @@ type badInput struct {
 	query  string // GET query, or the query of a POST
 	body   string // POST body
 	field  string
+	path   string // "" for /check_rate
+}
+
+// badInputRules are the rules of the server TestBadInput sends bad input to.
+func badInputRules(t testing.TB) *rules.Store {
+	t.Helper()
+	st, err := rules.NewStore([]rules.Rule{
+		{Name: "login", Scale: time.Hour, Limit: 5},
+		{Name: "slow", Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}, // refill over MaxScale
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 func badInputs() []badInput {
 	long := strings.Repeat("a", table.MaxIDLen+1)
 	good := "&scale=1000&limit=3"
-	get := func(name, q, field string) badInput { return badInput{name, http.MethodGet, q, "", field} }
-	post := func(name, body, field string) badInput { return badInput{name, http.MethodPost, "", body, field} }
+	get := func(name, q, field string) badInput { return badInput{name, http.MethodGet, q, "", field, ""} }
+	post := func(name, body, field string) badInput { return badInput{name, http.MethodPost, "", body, field, ""} }
+	refundGet := func(name, q, field string) badInput {
+		return badInput{"refund " + name, http.MethodGet, q, "", field, "/refund"}
+	}
+	refundPost := func(name, body, field string) badInput {
+		return badInput{"refund " + name, http.MethodPost, "", body, field, "/refund"}
+	}
+	elem := `{"id":"a","scale":1000,"limit":3}`
 	return []badInput{
 		get("no params", "", "id"),
 		get("missing id", "scale=1000&limit=3", "id"),
@@ -113,10 +135,27 @@ func badInputs() []badInput {
 		get("hits word", "id=a"+good+"&hits=x", "hits"),
 		get("hits overflow", "id=a"+good+"&hits=9223372036854775808", "hits"),
 		get("hits repeated", "id=a"+good+"&hits=1&hits=1", "hits"),
-		get("algorithm unknown", "id=a"+good+"&algorithm=sliding_window", "algorithm"),
+		get("algorithm unknown", "id=a"+good+"&algorithm=sliding_windows", "algorithm"),
 		get("algorithm case", "id=a"+good+"&algorithm=FIXED_WINDOW", "algorithm"),
 		get("unknown param", "id=a"+good+"&foo=1", "foo"),
-		get("unknown param first", "rule=x&id=a"+good, "rule"),
+		get("unknown param first", "bogus=x&id=a"+good, "bogus"),
+		get("burst negative", "id=a"+good+"&burst=-1", "burst"),
+		get("burst fraction", "id=a"+good+"&burst=1.5", "burst"),
+		get("burst empty", "id=a"+good+"&burst=", "burst"),
+		get("burst overflow", "id=a"+good+"&burst=9223372036854775808", "burst"),
+		get("burst repeated", "id=a"+good+"&burst=1&burst=1", "burst"),
+		get("burst refill too long", "id=a&scale=8784h&limit=1&algorithm=token_bucket&burst=2", "burst"),
+		get("rule empty", "id=a&rule=", "rule"),
+		get("rule unknown", "id=a&rule=nope", "rule"),
+		get("rule case", "id=a&rule=LOGIN", "rule"),
+		get("rule repeated", "id=a&rule=login&rule=login", "rule"),
+		get("rule without id", "rule=login", "id"),
+		get("rule and scale", "id=a&rule=login&scale=1000", "scale"),
+		get("rule and limit", "id=a&rule=login&limit=3", "limit"),
+		get("rule and algorithm", "id=a&rule=login&algorithm=fixed_window", "algorithm"),
+		get("rule and burst", "id=a&rule=login&burst=0", "burst"),
+		get("rule and hits negative", "id=a&rule=login&hits=-1", "hits"),
+		get("rule the table cannot take", "id=a&rule=slow", "rule"),
 		get("param case", "ID=a"+good, "ID"),
 		get("semicolon", "id=a;scale=1000&limit=3", "scale"),
 		get("no name", "id=a"+good+"&=1", "query"),
@@ -126,7 +165,20 @@ func badInputs() []badInput {
 		post("empty body", "", "body"),
 		post("whitespace body", "   ", "body"),
 		post("not json", "not json", "body"),
-		post("array", `[{"id":"a","scale":1000,"limit":3}]`, "body"),
+		post("empty array", `[]`, "checks"),
+		post("array of empty", `[{}]`, "checks[0].id"),
+		post("array of number", `[`+elem+`,5]`, "checks[1]"),
+		post("array of array", `[[`+elem+`]]`, "checks[0]"),
+		post("array element missing limit", `[`+elem+`,`+elem+`,`+elem+`,{"id":"a","scale":1000}]`, "checks[3].limit"),
+		post("array element bad limit", `[`+elem+`,{"id":"a","scale":1000,"limit":0}]`, "checks[1].limit"),
+		post("array element unknown field", `[{"id":"a","scale":1000,"limit":3,"x":1}]`, "checks[0].x"),
+		post("array element unknown rule", `[`+elem+`,{"id":"a","rule":"nope"}]`, "checks[1].rule"),
+		post("array element rule and scale", `[{"id":"a","rule":"login","scale":1000}]`, "checks[0].scale"),
+		post("array element repeated", `[{"id":"a","id":"a","scale":1000,"limit":3}]`, "checks[0].id"),
+		post("array too long", `[`+strings.Repeat(elem+`,`, actors.MaxCheckAll)+elem+`]`, "checks"),
+		post("array truncated", `[`+elem, "body"),
+		post("array trailing comma", `[`+elem+`,]`, "body"),
+		post("array trailing", `[`+elem+`]{}`, "body"),
 		post("string", `"id"`, "body"),
 		post("number", `42`, "body"),
 		post("null", `null`, "body"),
@@ -141,7 +193,12 @@ func badInputs() []badInput {
 		post("two values", `{"id":"a","scale":1000,"limit":3 4}`, "body"),
 		post("unknown field", `{"id":"a","scale":1000,"limit":3,"foo":1}`, "foo"),
 		post("field case", `{"ID":"a","scale":1000,"limit":3}`, "ID"),
-		post("rule field", `{"rule":"x"}`, "rule"),
+		post("rule without id", `{"rule":"login"}`, "id"),
+		post("rule unknown", `{"id":"a","rule":"nope"}`, "rule"),
+		post("rule number", `{"id":"a","rule":1}`, "rule"),
+		post("rule and limit", `{"id":"a","rule":"login","limit":3}`, "limit"),
+		post("burst negative", `{"id":"a","scale":1000,"limit":3,"burst":-1}`, "burst"),
+		post("burst string", `{"id":"a","scale":1000,"limit":3,"burst":"1"}`, "burst"),
 		post("id repeated", `{"id":"a","id":"b","scale":1000,"limit":3}`, "id"),
 		post("missing id", `{"scale":1000,"limit":3}`, "id"),
 		post("id empty", `{"id":"","scale":1000,"limit":3}`, "id"),
@@ -175,21 +232,42 @@ func badInputs() []badInput {
 		post("hits string", `{"id":"a","scale":1000,"limit":3,"hits":"1"}`, "hits"),
 		post("hits overflow", `{"id":"a","scale":1000,"limit":3,"hits":1e400}`, "hits"),
 		post("algorithm number", `{"id":"a","scale":1000,"limit":3,"algorithm":0}`, "algorithm"),
-		post("algorithm unknown", `{"id":"a","scale":1000,"limit":3,"algorithm":"token_bucket"}`, "algorithm"),
+		post("algorithm unknown", `{"id":"a","scale":1000,"limit":3,"algorithm":"token-bucket"}`, "algorithm"),
 		post("too large", `{"id":"a","scale":1000,"limit":3`+strings.Repeat(" ", api.MaxBodyBytes)+`}`, "body"),
 		post("too large trailing", `{"id":"a","scale":1000,"limit":3}`+strings.Repeat(" ", api.MaxBodyBytes), "body"),
-		{"post with query", http.MethodPost, "id=a", `{"id":"a","scale":1000,"limit":3}`, "query"},
+		{"post with query", http.MethodPost, "id=a", `{"id":"a","scale":1000,"limit":3}`, "query", ""},
+
+		refundGet("no hits", "id=a"+good, "hits"),
+		refundGet("hits positive", "id=a"+good+"&hits=3", "hits"),
+		refundGet("hits zero", "id=a"+good+"&hits=0", "hits"),
+		refundGet("hits minus zero", "id=a"+good+"&hits=-0", "hits"),
+		refundGet("hits overflow", "id=a"+good+"&hits=-9223372036854775808", "hits"),
+		refundGet("hits word", "id=a"+good+"&hits=-x", "hits"),
+		refundGet("missing limit", "id=a&scale=1000&hits=-1", "limit"),
+		refundGet("rule unknown", "id=a&rule=nope&hits=-1", "rule"),
+		refundGet("rule and scale", "id=a&rule=login&scale=1000&hits=-1", "scale"),
+		refundGet("unknown param", "id=a"+good+"&hits=-1&x=1", "x"),
+		refundPost("array", `[{"id":"a","scale":1000,"limit":3,"hits":-1}]`, "body"),
+		refundPost("hits positive", `{"id":"a","scale":1000,"limit":3,"hits":3}`, "hits"),
+		refundPost("hits string", `{"id":"a","scale":1000,"limit":3,"hits":"-3"}`, "hits"),
+		refundPost("hits fraction", `{"id":"a","scale":1000,"limit":3,"hits":-1.5}`, "hits"),
+		refundPost("no hits", `{"id":"a","scale":1000,"limit":3}`, "hits"),
+		refundPost("not json", `x`, "body"),
+		{"refund post with query", http.MethodPost, "id=a", `{"id":"a","scale":1000,"limit":3,"hits":-1}`, "query", "/refund"},
 	}
 }
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
+	srv := startServer(t, startSystem(t), api.Options{Rules: badInputRules(t)})
 	c := srv.Client()
 	for _, tt := range badInputs() {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			u := srv.URL + "/check_rate"
+			if tt.path != "" {
+				u = srv.URL + tt.path
+			}
 			if tt.query != "" {
 				u += "?" + tt.query
 			}
@@ -249,12 +327,19 @@ func TestGoodInput(t *testing.T) {
 		{"escaped", "GET", "id=a%20b+c%26&scale=1000&limit=5", "", "a b c&", 5, 1, 1},
 		{"leading zeros", "GET", "id=g12&scale=01000&limit=005", "", "g12", 5, 1, 1},
 		{"max id", "GET", "id=" + maxID + "&scale=1000&limit=5", "", maxID, 5, 1, 1},
+		{"sliding window", "GET", "id=g13&scale=1000&limit=5&algorithm=sliding_window", "", "g13", 5, 1, 1},
+		{"token bucket burst", "GET", "id=g14&scale=1000&limit=5&algorithm=token_bucket&burst=7", "", "g14", 7, 1, 1},
+		{"leaky bucket", "GET", "id=g15&scale=1000&limit=5&algorithm=leaky_bucket", "", "g15", 1, 1, 1},
+		{"burst on a window", "GET", "id=g16&scale=1000&limit=5&burst=9", "", "g16", 5, 1, 1},
+		{"max refill", "GET", "id=g17&scale=8784h&limit=1&algorithm=token_bucket&burst=1", "", "g17", 1, 1, longScaleSeconds},
 		{"post ms", "POST", "", `{"id":"p1","scale":30000,"limit":500}`, "p1", 500, 1, 30},
 		{"post duration", "POST", "", `{"id":"p2","scale":"30s","limit":500,"hits":2}`, "p2", 500, 2, 30},
 		{"post ms string", "POST", "", `{"id":"p3","scale":"30000","limit":500}`, "p3", 500, 1, 30},
 		{"post peek", "POST", "", `{"limit":5,"hits":0,"scale":1000,"id":"p4","algorithm":"fixed_window"}`, "p4", 5, 0, 1},
 		{"post whitespace", "POST", "", " \n\t{ \"id\" : \"p5\" , \"scale\" : 1000 , \"limit\" : 5 }\n ", "p5", 5, 1, 1},
 		{"post escaped id", "POST", "", `{"id":"p\u00e9\n","scale":1000,"limit":5}`, "p\u00e9\n", 5, 1, 1},
+		{"post token bucket", "POST", "", `{"id":"p7","scale":"1s","limit":5,"algorithm":"token_bucket","burst":0}`, "p7", 5, 1, 1},
+		{"post leaky burst", "POST", "", `{"id":"p8","scale":1000,"limit":5,"algorithm":"leaky_bucket","burst":3,"hits":2}`, "p8", 3, 2, 1},
 		{"post max id", "POST", "", `{"id":"` + maxID + `","scale":1000,"limit":6}`, maxID, 6, 1, 1},
 		{"post max body", "POST", "", `{"id":"p6","scale":1000,"limit":5}` + strings.Repeat(" ", api.MaxBodyBytes-len(`{"id":"p6","scale":1000,"limit":5}`)), "p6", 5, 1, 1},
 	}
@@ -300,6 +385,11 @@ func TestRoutes(t *testing.T) {
 		{"check_rate put", plain.URL, "PUT", "/check_rate", 405, "GET, POST", ""},
 		{"check_rate delete", plain.URL, "DELETE", "/check_rate", 405, "GET, POST", ""},
 		{"check_rate head", plain.URL, "HEAD", "/check_rate", 405, "GET, POST", ""},
+		{"refund put", plain.URL, "PUT", "/refund", 405, "GET, POST", ""},
+		{"refund delete", plain.URL, "DELETE", "/refund", 405, "GET, POST", ""},
+		{"refund trailing slash", plain.URL, "GET", "/refund/", 404, "", ""},
+		{"admin path on the public handler", plain.URL, "GET", "/rules", 404, "", ""},
+		{"reset on the public handler", plain.URL, "POST", "/reset", 404, "", ""},
 		{"unknown", plain.URL, "GET", "/nope", 404, "", ""},
 		{"root", plain.URL, "GET", "/", 404, "", ""},
 		{"trailing slash", plain.URL, "GET", "/check_rate/", 404, "", ""},

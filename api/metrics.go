@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api/rules"
 )
 
 // StatsSource is what Metrics reads gauges from; *actors.System is one.
@@ -29,25 +30,39 @@ var (
 //
 // The series are
 //
-//	ratelimitd_checks_total{result="allowed|denied|invalid|error"}
+//	ratelimitd_checks_total{result="allowed|denied|shadow_denied|full|invalid|error"}
 //	ratelimitd_check_duration_seconds          (histogram, whole request)
+//	ratelimitd_refunds_total                   (refunds answered 200)
 //	ratelimitd_buckets                         (gauge, after Observe)
 //	ratelimitd_owner_restarts_total            (after Observe)
 //	ratelimitd_sweeps_total
 //	ratelimitd_swept_buckets_total
 //	ratelimitd_sweep_duration_seconds          (histogram)
+//	ratelimitd_journal_torn_tails_total        (after Observe; with a data directory)
+//	ratelimitd_journal_errors_total            (after Observe; batches the journal failed)
+//	ratelimitd_journal_failed_batches_total{policy="closed|open"} (after Observe)
+//	ratelimitd_journal_snapshots_total{result="ok|error"}         (after Observe)
+//	ratelimitd_evicted_buckets_total           (after Observe; live buckets evicted from a full table)
+//	ratelimitd_rules_reloads_total{result="changed|unchanged|error"}
+//	ratelimitd_rules_version, ratelimitd_rules (gauges, after ObserveRules)
 type Metrics struct {
 	reg *prometheus.Registry
 
 	allowed, denied, invalid, errored prometheus.Counter
+	full, shadowDenied                prometheus.Counter
 	checkDuration                     prometheus.Histogram
+	refunds                           prometheus.Counter
 
 	sweeps        prometheus.Counter
 	swept         prometheus.Counter
 	sweepDuration prometheus.Histogram
 
+	reloadChanged, reloadUnchanged, reloadError prometheus.Counter
+
 	src         atomic.Pointer[statsSourceBox]
 	observeOnce sync.Once
+	rulesSrc    atomic.Pointer[rules.Store]
+	rulesOnce   sync.Once
 }
 
 type statsSourceBox struct{ StatsSource }
@@ -60,13 +75,19 @@ func NewMetrics() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ratelimitd_checks_total",
-		Help: "Rate-limit checks answered, by result: allowed, denied, invalid (400) or error (503).",
+		Help: "Rate-limit check requests answered, by result: allowed, denied, shadow_denied (denied by a shadow rule, let through), full (503: no room for a new bucket), invalid (400) or error (503). A batch counts once.",
 	}, []string{"result"})
 	// Children made once, so recording a check costs no label lookup.
 	m.allowed = checks.WithLabelValues("allowed")
 	m.denied = checks.WithLabelValues("denied")
 	m.invalid = checks.WithLabelValues("invalid")
 	m.errored = checks.WithLabelValues("error")
+	m.full = checks.WithLabelValues("full")
+	m.shadowDenied = checks.WithLabelValues("shadow_denied")
+	m.refunds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ratelimitd_refunds_total",
+		Help: "Refunds answered 200 (hits given back).",
+	})
 	m.checkDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "ratelimitd_check_duration_seconds",
 		Help:    "Time to answer a check_rate request, from parsing to the written response.",
@@ -85,12 +106,65 @@ func NewMetrics() *Metrics {
 		Help:    "Duration of one sweep.",
 		Buckets: durationBuckets(),
 	})
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimitd_rules_reloads_total",
+		Help: "Reloads of the rules file, by result: changed (a new rule set is in force), unchanged, or error (the last good rules stay).",
+	}, []string{"result"})
+	m.reloadChanged = reloads.WithLabelValues("changed")
+	m.reloadUnchanged = reloads.WithLabelValues("unchanged")
+	m.reloadError = reloads.WithLabelValues("error")
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		checks, m.checkDuration, m.sweeps, m.swept, m.sweepDuration,
+		checks, m.checkDuration, m.refunds, m.sweeps, m.swept, m.sweepDuration, reloads,
 	)
 	return m
+}
+
+// RulesReloaded records one reload of the rules file: ok is false when
+// the file was refused, changed when a new rule set came into force.
+func (m *Metrics) RulesReloaded(ok, changed bool) {
+	switch {
+	case !ok:
+		m.reloadError.Inc()
+	case changed:
+		m.reloadChanged.Inc()
+	default:
+		m.reloadUnchanged.Inc()
+	}
+}
+
+// ObserveRules makes the ratelimitd_rules_version and ratelimitd_rules
+// gauges read st's current rule set at every scrape. The series appear at
+// the first call; a later call replaces the Store.
+func (m *Metrics) ObserveRules(st *rules.Store) {
+	m.rulesSrc.Store(st)
+	m.rulesOnce.Do(func() {
+		current := func() *rules.Set {
+			if st := m.rulesSrc.Load(); st != nil {
+				return st.Current()
+			}
+			return nil
+		}
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ratelimitd_rules_version",
+			Help: "Version of the rule set in force; it grows by one with every change.",
+		}, func() float64 {
+			if s := current(); s != nil {
+				return float64(s.Version())
+			}
+			return 0
+		}))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ratelimitd_rules",
+			Help: "Named rules in force.",
+		}, func() float64 {
+			if s := current(); s != nil {
+				return float64(s.Len())
+			}
+			return 0
+		}))
+	})
 }
 
 // Observe makes the ratelimitd_buckets gauge read src.Stats() at every
@@ -107,6 +181,27 @@ func (m *Metrics) Observe(src StatsSource) {
 			Name: "ratelimitd_owner_restarts_total",
 			Help: "Shard owners restarted by their supervisor after a crash.",
 		}, func() float64 { return float64(m.stats().Restarts) }))
+		counter := func(name, help string, labels prometheus.Labels, f func(actors.Stats) int64) {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: name, Help: help, ConstLabels: labels,
+			}, func() float64 { return float64(f(m.stats())) }))
+		}
+		counter("ratelimitd_journal_torn_tails_total", "Torn journal tails cut (and kept aside as *.broken) at recovery.",
+			nil, func(s actors.Stats) int64 { return s.TornTails })
+		counter("ratelimitd_journal_errors_total", "Batches the journal failed to take or flush (full disk, I/O error).",
+			nil, func(s actors.Stats) int64 { return s.JournalErrors })
+		failedHelp := "Batches of checks met by a failing journal, by the policy applied: closed (refused with 503) or open (answered from memory)."
+		counter("ratelimitd_journal_failed_batches_total", failedHelp,
+			prometheus.Labels{"policy": "closed"}, func(s actors.Stats) int64 { return s.FailedClosed })
+		counter("ratelimitd_journal_failed_batches_total", failedHelp,
+			prometheus.Labels{"policy": "open"}, func(s actors.Stats) int64 { return s.FailedOpen })
+		counter("ratelimitd_evicted_buckets_total", "Live buckets evicted from a full table to make room (--on-full evict-oldest).",
+			nil, func(s actors.Stats) int64 { return s.Evictions })
+		snapHelp := "Journal snapshots (compactions) written, by result."
+		counter("ratelimitd_journal_snapshots_total", snapHelp,
+			prometheus.Labels{"result": "ok"}, func(s actors.Stats) int64 { return s.Snapshots })
+		counter("ratelimitd_journal_snapshots_total", snapHelp,
+			prometheus.Labels{"result": "error"}, func(s actors.Stats) int64 { return s.SnapshotErrors })
 	})
 }
 
@@ -143,6 +238,8 @@ const (
 	resultDenied
 	resultInvalid
 	resultError
+	resultFull         // denied with Decision.Full: 503
+	resultShadowDenied // denied by a shadow rule and let through
 )
 
 // record counts one check and its duration since start. A nil m records
@@ -158,8 +255,19 @@ func (m *Metrics) record(r result, start time.Time) {
 		m.denied.Inc()
 	case resultInvalid:
 		m.invalid.Inc()
+	case resultFull:
+		m.full.Inc()
+	case resultShadowDenied:
+		m.shadowDenied.Inc()
 	default:
 		m.errored.Inc()
 	}
 	m.checkDuration.Observe(time.Since(start).Seconds())
+}
+
+// refunded counts one refund. A nil m records nothing.
+func (m *Metrics) refunded() {
+	if m != nil {
+		m.refunds.Inc()
+	}
 }

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/rules"
 )
 
 // scrape returns the sample lines of GET /metrics, keyed by series.
@@ -99,5 +101,79 @@ func TestMetricsCheckerError(t *testing.T) {
 	do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=1000&limit=1", "")
 	if got := scrape(t, srv.URL)[`ratelimitd_checks_total{result="error"}`]; got != "1" {
 		t.Errorf("got error count %q, want \"1\"", got)
+	}
+}
+
+// TestMetricsResults counts the results new with rules, batches and
+// refunds.
+func TestMetricsResults(t *testing.T) {
+	t.Parallel()
+	m := api.NewMetrics()
+	srv := startServer(t, startSystem(t), api.Options{Metrics: m, Rules: newStore(t,
+		rules.Rule{Name: "watch", Scale: time.Hour, Limit: 1, Shadow: true})})
+	before := scrape(t, srv.URL)
+	for _, k := range []string{`ratelimitd_checks_total{result="full"}`, `ratelimitd_checks_total{result="shadow_denied"}`, `ratelimitd_refunds_total`} {
+		if before[k] != "0" {
+			t.Errorf("before any check: got %s %q, want \"0\"", k, before[k])
+		}
+	}
+	get := func(path string) { do(t, http.DefaultClient, "GET", srv.URL+path, "") }
+	post := func(body string) { do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", body) }
+	get("/check_rate?id=a&rule=watch")                                                     // allowed
+	get("/check_rate?id=a&rule=watch")                                                     // shadow_denied
+	post(`[{"id":"a","rule":"watch"},{"id":"a","scale":"1h","limit":1}]`)                  // shadow_denied
+	post(`[{"id":"a","scale":"1h","limit":1}]`)                                            // denied
+	post(`[{"id":"b","scale":"1h","limit":1},{"id":"b","scale":"1h","limit":2,"hits":2}]`) // allowed
+	post(`[{"id":"b","scale":"1h","limit":0}]`)                                            // invalid
+	get("/refund?id=b&scale=1h&limit=1&hits=-1")                                           // refund
+	get("/refund?id=b&scale=1h&limit=1&hits=1")                                            // invalid refund: not counted
+	got := scrape(t, srv.URL)
+	for k, v := range map[string]string{
+		`ratelimitd_checks_total{result="allowed"}`:       "2",
+		`ratelimitd_checks_total{result="shadow_denied"}`: "2",
+		`ratelimitd_checks_total{result="denied"}`:        "1",
+		`ratelimitd_checks_total{result="invalid"}`:       "1",
+		`ratelimitd_checks_total{result="full"}`:          "0",
+		`ratelimitd_checks_total{result="error"}`:         "0",
+		`ratelimitd_check_duration_seconds_count`:         "6",
+		`ratelimitd_refunds_total`:                        "1",
+	} {
+		if got[k] != v {
+			t.Errorf("got %s %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+// TestMetricsRules: reload results are counted by result, and the rules
+// gauges follow the Store's current set.
+func TestMetricsRules(t *testing.T) {
+	t.Parallel()
+	m := api.NewMetrics()
+	st, err := rules.NewStore([]rules.Rule{{Name: "login", Scale: time.Minute, Limit: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ObserveRules(st)
+	m.RulesReloaded(true, true)
+	m.RulesReloaded(true, false)
+	m.RulesReloaded(false, false)
+	m.RulesReloaded(false, false)
+	if _, err := st.Put(rules.Rule{Name: "api", Scale: time.Second, Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	got := scrape(t, srv.URL)
+	want := map[string]string{
+		`ratelimitd_rules_reloads_total{result="changed"}`:   "1",
+		`ratelimitd_rules_reloads_total{result="unchanged"}`: "1",
+		`ratelimitd_rules_reloads_total{result="error"}`:     "2",
+		`ratelimitd_rules_version`:                           "2",
+		`ratelimitd_rules`:                                   "2",
+	}
+	for series, v := range want {
+		if got[series] != v {
+			t.Errorf("%s: got %q, want %q", series, got[series], v)
+		}
 	}
 }

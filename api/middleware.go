@@ -5,18 +5,30 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path"
+	"strings"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
-// MiddlewareOptions configures Middleware: every request spends one hit of
-// Limit per Scale under the key KeyFunc returns.
+// MiddlewareOptions configures Middleware: every request spends one hit,
+// under the key KeyFunc returns, of the limit that applies to it:
+//
+//   - with Rule set, the rule of that name in Rules;
+//   - else, with Rules set, the rule Rules.Match picks for the request's
+//     method, host and path, or, when none matches, Scale and Limit if set
+//     (otherwise the request passes unlimited);
+//   - else Scale and Limit.
 type MiddlewareOptions struct {
 	// Scale is the window, a whole number of milliseconds between
-	// table.MinScale and table.MaxScale.
+	// table.MinScale and table.MaxScale. Required without Rules; with
+	// Rules and no Rule, optional (the limit of requests no rule
+	// matches); with Rule, it must be zero.
 	Scale time.Duration
-	// Limit is the number of requests admitted per key and window; positive.
+	// Limit is the number of requests admitted per key and window; positive
+	// when Scale is set, zero when it is not.
 	Limit int64
 	// DenyStatus is the status of a denied request: 413 (the default, when
 	// zero) or 429.
@@ -25,14 +37,29 @@ type MiddlewareOptions struct {
 	// host part of r.RemoteAddr (all of it when it has no port). It must not
 	// trust forwarding headers from untrusted peers.
 	KeyFunc func(*http.Request) string
+	// Rules, when set, supplies the limits by rule: the one named by Rule,
+	// or else the one matching each request. Changes to the Store apply
+	// from the very next request.
+	Rules *rules.Store
+	// Rule names the rule of Rules every request is checked under. It must
+	// exist when Middleware is called; if it is deleted later, requests
+	// pass unlimited until it is put back.
+	Rule string
 }
 
 // Middleware returns a middleware that rate-limits the handler it wraps,
-// checking every request with c for one hit. An admitted request gets the
-// RateLimit and RateLimit-Policy headers and goes on to the next handler. A
-// denied one is answered DenyStatus with Retry-After, the same headers and
-// the same JSON body as check_rate, and never reaches the next handler. A
-// Checker failure is answered 503 (fail closed), an invalid key 400.
+// checking every request with c for one hit (see MiddlewareOptions for
+// which limit applies). An admitted request gets the RateLimit and
+// RateLimit-Policy headers and goes on to the next handler. A denied one is
+// answered DenyStatus with Retry-After, the same headers and the same JSON
+// body as check_rate, and never reaches the next handler; a denial by a
+// shadow rule goes on like an admitted request. A Checker failure is
+// answered 503 (fail closed), as is a request refused because the rate
+// limiter is full; an invalid key 400.
+//
+// Before matching, the path is cleaned (as http.ServeMux cleans it, keeping
+// a trailing slash), so "//api" and "/x/../api" cannot dodge a rule for
+// "/api".
 //
 // Middleware validates opts once; the error, which matches ErrInvalidOption,
 // names the field at fault. The middleware is safe for concurrent use.
@@ -44,23 +71,33 @@ func Middleware(c Checker, opts MiddlewareOptions) (func(http.Handler) http.Hand
 	if err != nil {
 		return nil, err
 	}
-	if opts.Limit <= 0 {
-		return nil, fmt.Errorf("%w: Limit must be positive, got %d", ErrInvalidOption, opts.Limit)
-	}
-	probe := table.Request{ID: "x", Scale: opts.Scale, Limit: opts.Limit, Hits: 1}
-	if err := probe.Validate(); err != nil {
-		var fe *table.FieldError
-		if errors.As(err, &fe) && fe.Field == "scale" {
-			return nil, fmt.Errorf("%w: Scale %s", ErrInvalidOption, fe.Rule)
-		}
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
-	}
 	m := &middleware{
 		responder: responder{denyStatus: deny},
 		checker:   c,
 		scale:     opts.Scale,
 		limit:     opts.Limit,
 		key:       opts.KeyFunc,
+		rules:     opts.Rules,
+		rule:      opts.Rule,
+	}
+	switch {
+	case opts.Rule != "":
+		if opts.Rules == nil {
+			return nil, fmt.Errorf("%w: Rule %q needs Rules", ErrInvalidOption, opts.Rule)
+		}
+		if _, ok := opts.Rules.Current().Get(opts.Rule); !ok {
+			return nil, fmt.Errorf("%w: Rule %q is not in Rules", ErrInvalidOption, opts.Rule)
+		}
+		if opts.Scale != 0 || opts.Limit != 0 {
+			return nil, fmt.Errorf("%w: Scale and Limit must be zero with Rule: they come from the rule", ErrInvalidOption)
+		}
+	case opts.Rules != nil && opts.Scale == 0 && opts.Limit == 0:
+		// Requests no rule matches pass unlimited.
+	default:
+		if err := validLimit(opts.Scale, opts.Limit); err != nil {
+			return nil, err
+		}
+		m.fallback = true
 	}
 	if m.key == nil {
 		m.key = remoteHost
@@ -68,28 +105,94 @@ func Middleware(c Checker, opts MiddlewareOptions) (func(http.Handler) http.Hand
 	return m.wrap, nil
 }
 
+// validLimit validates the Scale and Limit of MiddlewareOptions.
+func validLimit(scale time.Duration, limit int64) error {
+	if limit <= 0 {
+		return fmt.Errorf("%w: Limit must be positive, got %d", ErrInvalidOption, limit)
+	}
+	probe := table.Request{ID: "x", Scale: scale, Limit: limit, Hits: 1}
+	if err := probe.Validate(); err != nil {
+		var fe *table.FieldError
+		if errors.As(err, &fe) && fe.Field == "scale" {
+			return fmt.Errorf("%w: Scale %s", ErrInvalidOption, fe.Rule)
+		}
+		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	return nil
+}
+
 type middleware struct {
 	responder
-	checker Checker
-	scale   time.Duration
-	limit   int64
-	key     func(*http.Request) string
+	checker  Checker
+	scale    time.Duration
+	limit    int64
+	fallback bool // scale and limit apply to requests no rule covers
+	key      func(*http.Request) string
+	rules    *rules.Store // nil: no rules
+	rule     string       // the rule of every request, or "": match
+}
+
+// ruleFor returns the rule that applies to r, if any.
+func (m *middleware) ruleFor(r *http.Request) (rules.Rule, bool) {
+	switch {
+	case m.rules == nil:
+		return rules.Rule{}, false
+	case m.rule != "":
+		return m.rules.Current().Get(m.rule)
+	}
+	return m.rules.Match(r.Method, r.Host, cleanPath(r.URL.Path))
 }
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := table.Request{ID: m.key(r), Scale: m.scale, Limit: m.limit, Hits: 1}
+		var req table.Request
+		var a answer
+		if rule, ok := m.ruleFor(r); ok {
+			req = ruleRequest(rule, m.key(r), 1)
+			a.rule, a.shadow = rule.Name, rule.Shadow
+		} else if m.fallback {
+			req = table.Request{ID: m.key(r), Scale: m.scale, Limit: m.limit, Hits: 1}
+		} else {
+			next.ServeHTTP(w, r)
+			return
+		}
 		d, err := m.checker.Check(r.Context(), req)
-		switch {
-		case err != nil:
+		if err != nil {
 			m.answerCheckError(w, err)
-		case !d.Allowed:
-			m.writeDecision(w, req.ID, m.scale, d)
+			return
+		}
+		a.id, a.scale, a.d = req.ID, req.Scale, d
+		switch {
+		case a.denied() && d.Full:
+			m.writeFull(w, d.RetryAfter)
+		case a.denied():
+			m.writeDecision(w, &a, false)
 		default:
-			m.setRateLimitHeaders(w.Header(), m.scale, d)
+			m.setRateLimitHeaders(w.Header(), &a)
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// cleanPath returns the canonical form of an URL path, as http.ServeMux
+// computes it: rooted, without "." and ".." elements or repeated slashes,
+// keeping a trailing slash. A path already clean is returned as is,
+// without allocating.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			return p
+		}
+		return np + "/"
+	}
+	return np
 }
 
 // remoteHost is the default key: the host part of r.RemoteAddr.

@@ -12,12 +12,14 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
 func TestMiddlewareOptions(t *testing.T) {
 	t.Parallel()
 	ok := api.MiddlewareOptions{Scale: time.Second, Limit: 1}
+	st := newStore(t, rules.Rule{Name: "login", Scale: time.Minute, Limit: 1})
 	with := func(f func(*api.MiddlewareOptions)) api.MiddlewareOptions {
 		o := ok
 		f(&o)
@@ -39,6 +41,15 @@ func TestMiddlewareOptions(t *testing.T) {
 		{"zero limit", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Limit = 0 }), "Limit"},
 		{"negative limit", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Limit = -1 }), "Limit"},
 		{"deny 500", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.DenyStatus = 500 }), "DenyStatus"},
+		{"rule", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Rule: "login"}, ""},
+		{"rules by match", &fakeChecker{}, api.MiddlewareOptions{Rules: st}, ""},
+		{"rules and a fallback", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Rules = st }), ""},
+		{"rule without rules", &fakeChecker{}, api.MiddlewareOptions{Rule: "login"}, "Rules"},
+		{"unknown rule", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Rule: "nope"}, "Rule"},
+		{"rule and scale", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Rules, o.Rule = st, "login" }), "Scale"},
+		{"rules and scale only", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Scale: time.Second}, "Limit"},
+		{"rules and limit only", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Limit: 1}, "Scale"},
+		{"no limit at all", &fakeChecker{}, api.MiddlewareOptions{}, "Limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,5 +220,162 @@ func TestMiddlewareRemoteAddr(t *testing.T) {
 				t.Errorf("got calls %+v, want one with id %q and 1 hit", f.calls, tt.wantKey)
 			}
 		})
+	}
+}
+
+// mwStep is one request through a middleware: what must come back, and
+// whether the next handler must see it.
+type mwStep struct {
+	method, path string
+	key          string // X-Key, the middleware's key
+	wantStatus   int
+	wantPolicy   string // "" for no RateLimit headers
+	wantNext     bool
+}
+
+// runMiddleware serves mw around a handler that answers "next", and runs
+// steps against it over a real listener.
+func runMiddleware(t *testing.T, mw func(http.Handler) http.Handler, steps []mwStep) {
+	t.Helper()
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "next")
+	})))
+	t.Cleanup(srv.Close)
+	for i, s := range steps {
+		key := s.key
+		if key == "" {
+			key = "k"
+		}
+		// The client sends the path as is: "/.//api" and "/a/../b" are not
+		// cleaned.
+		req, err := http.NewRequest(s.method, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.URL.Opaque = s.path
+		req.Header.Set("X-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != s.wantStatus {
+			t.Fatalf("step %d %s %s: got status %d, want %d; body %s", i, s.method, s.path, resp.StatusCode, s.wantStatus, body)
+		}
+		if got := string(body) == "next"; got != s.wantNext {
+			t.Errorf("step %d %s %s: got body %q, want the next handler's: %v", i, s.method, s.path, body, s.wantNext)
+		}
+		if got := resp.Header.Get("RateLimit-Policy"); got != s.wantPolicy {
+			t.Errorf("step %d %s %s: got RateLimit-Policy %q, want %q", i, s.method, s.path, got, s.wantPolicy)
+		}
+		if s.wantPolicy == "" && resp.Header.Get("RateLimit") != "" {
+			t.Errorf("step %d %s %s: got RateLimit %q, want none", i, s.method, s.path, resp.Header.Get("RateLimit"))
+		}
+	}
+}
+
+func keyHeader(r *http.Request) string { return r.Header.Get("X-Key") }
+
+// TestMiddlewareRules matches requests to rules by method, host and path.
+func TestMiddlewareRules(t *testing.T) {
+	t.Parallel()
+	st := newStore(t,
+		rules.Rule{Name: "login", Scale: time.Hour, Limit: 1, Match: rules.Match{Prefix: "/login", Method: "POST"}},
+		rules.Rule{Name: "api", Scale: time.Hour, Limit: 2, Match: rules.Match{Prefix: "/api/"}},
+		rules.Rule{Name: "watch", Scale: time.Hour, Limit: 1, Shadow: true, Match: rules.Match{Prefix: "/watch"}},
+	)
+	const login, apiP, watch = `"login";q=1;w=3600`, `"api";q=2;w=3600`, `"watch";q=1;w=3600`
+	tests := []struct {
+		name  string
+		opts  api.MiddlewareOptions
+		steps []mwStep
+	}{
+		{"by match", api.MiddlewareOptions{Rules: st, KeyFunc: keyHeader}, []mwStep{
+			{"GET", "/login", "", 200, "", true}, // login limits POST only
+			{"POST", "/login", "", 200, login, true},
+			{"POST", "/LOGIN", "", 413, login, false},
+			{"POST", "/login", "other", 200, login, true}, // keys apart
+			{"GET", "/api/x", "", 200, apiP, true},
+			{"GET", "/.//api/y", "", 200, apiP, true}, // cleaned: /api/y
+			{"GET", "/x/../api/z", "", 413, apiP, false},
+			{"GET", "/api", "", 200, "", true}, // "/api/" does not match "/api"
+			{"GET", "/elsewhere", "", 200, "", true},
+			{"GET", "/watch", "", 200, watch, true},
+			{"GET", "/watch/x", "", 200, watch, true}, // denied by a shadow rule: let through
+		}},
+		{"by name", api.MiddlewareOptions{Rules: st, Rule: "login", KeyFunc: keyHeader}, []mwStep{
+			{"GET", "/anything", "", 200, login, true},
+			{"GET", "/api/x", "", 413, login, false},
+		}},
+		{"with a fallback", api.MiddlewareOptions{Rules: st, Scale: time.Hour, Limit: 1, KeyFunc: keyHeader}, []mwStep{
+			{"GET", "/api/x", "", 200, apiP, true},
+			{"GET", "/elsewhere", "", 200, `"default";q=1;w=3600`, true},
+			{"GET", "/elsewhere/too", "", 413, `"default";q=1;w=3600`, false},
+			{"GET", "/api/y", "", 200, apiP, true},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			mw, err := api.Middleware(startSystem(t), tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runMiddleware(t, mw, tt.steps)
+		})
+	}
+}
+
+// TestMiddlewareRuleDeleted: a named rule deleted from the Store stops
+// limiting on the very next request, and a URL rule likewise.
+func TestMiddlewareRuleDeleted(t *testing.T) {
+	t.Parallel()
+	for _, byName := range []bool{false, true} {
+		st := newStore(t, rules.Rule{Name: "api", Scale: time.Hour, Limit: 1, Match: rules.Match{Prefix: "/api"}})
+		opts := api.MiddlewareOptions{Rules: st}
+		if byName {
+			opts.Rule = "api"
+		}
+		mw, err := api.Middleware(startSystem(t), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runMiddleware(t, mw, []mwStep{
+			{"GET", "/api", "", 200, `"api";q=1;w=3600`, true},
+			{"GET", "/api", "", 413, `"api";q=1;w=3600`, false},
+		})
+		if _, err := st.Delete("api"); err != nil {
+			t.Fatal(err)
+		}
+		runMiddleware(t, mw, []mwStep{
+			{"GET", "/api", "", 200, "", true},
+			{"GET", "/api", "", 200, "", true},
+		})
+	}
+}
+
+// TestMiddlewareFull: a request refused because the table is full is a 503
+// that never reaches the next handler.
+func TestMiddlewareFull(t *testing.T) {
+	t.Parallel()
+	sys, _ := startClocked(t, actors.Config{MaxBuckets: 1})
+	mw, err := api.Middleware(sys, api.MiddlewareOptions{Scale: 30 * time.Second, Limit: 5, KeyFunc: keyHeader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runMiddleware(t, mw, []mwStep{
+		{"GET", "/", "a", 200, `"default";q=5;w=30`, true},
+		{"GET", "/", "b", 503, "", false},
+		{"GET", "/", "a", 200, `"default";q=5;w=30`, true},
+	})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set("X-Key", "c")
+	mw(http.NotFoundHandler()).ServeHTTP(rec, req)
+	var e errorBody
+	decodeStrict(t, rec.Body.Bytes(), &e)
+	if rec.Code != 503 || e != (errorBody{"the rate limiter is full (max buckets); retry", ""}) || rec.Header().Get("Retry-After") != "1" {
+		t.Errorf("got %d %+v Retry-After %q, want 503, the full error and Retry-After 1", rec.Code, e, rec.Header().Get("Retry-After"))
 	}
 }

@@ -11,47 +11,72 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
-// MaxBodyBytes is the largest POST /check_rate body accepted; a larger one is
-// answered 400 (not 413, which means "denied").
-const MaxBodyBytes = 64 << 10
+// MaxBodyBytes is the largest POST /check_rate or /refund body accepted; a
+// larger one is answered 400 (not 413, which means "denied"). It holds a
+// batch of actors.MaxCheckAll checks of about 250 bytes each.
+const MaxBodyBytes = 256 << 10
 
 // Rules broken by bad input, as sent in the "error" member of a 400 body
 // (after the field name).
 const (
-	ruleRequired  = "is required"
-	ruleIDLen     = "must be at most 1024 bytes"
-	ruleScale     = "must be a whole number of milliseconds, or a duration such as 30s"
-	ruleScaleMs   = "must be a whole number of milliseconds"
-	ruleLimit     = "must be an integer between 1 and 9223372036854775807"
-	ruleHits      = "must be an integer between 0 and 9223372036854775807"
-	ruleString    = "must be a JSON string"
-	ruleUnknown   = "is not a known parameter"
-	ruleRepeated  = "must not be repeated"
-	ruleEscape    = "has an invalid percent-encoding"
-	ruleNoName    = "has a parameter without a name"
-	ruleObject    = "must be a JSON object"
-	ruleTrailing  = "must hold one JSON object and nothing after it"
-	ruleBodyLarge = "must be at most 65536 bytes"
-	ruleQueryPost = "must be empty on POST; send the parameters in the JSON body"
+	ruleRequired     = "is required"
+	ruleIDLen        = "must be at most 1024 bytes"
+	ruleScale        = "must be a whole number of milliseconds, or a duration such as 30s"
+	ruleScaleMs      = "must be a whole number of milliseconds"
+	ruleLimit        = "must be an integer between 1 and 9223372036854775807"
+	ruleHits         = "must be an integer between 0 and 9223372036854775807"
+	ruleRefundHits   = "must be negative on a refund: the hits to give back, e.g. -3"
+	ruleBurst        = "must be an integer between 0 and 9223372036854775807"
+	ruleRuleName     = "must not be empty"
+	ruleFromRule     = "must not be given with rule: it comes from the rule"
+	ruleNoRules      = "no rules are configured"
+	ruleNoSuchRule   = "is not a configured rule"
+	ruleString       = "must be a JSON string"
+	ruleUnknown      = "is not a known parameter"
+	ruleRepeated     = "must not be repeated"
+	ruleEscape       = "has an invalid percent-encoding"
+	ruleNoName       = "has a parameter without a name"
+	ruleNoMemberName = "has a member with an empty name"
+	ruleObject       = "must be a JSON object"
+	ruleTrailing     = "must hold one JSON value and nothing after it"
+	ruleTruncated    = "is malformed JSON: unexpected end of input"
+	ruleQueryPost    = "must be empty on POST; send the parameters in the JSON body"
 )
 
-// ruleScaleRange is the range rule of scale, the same as table.Request.Validate's.
-var ruleScaleRange = "must be between " + table.MinScale.String() + " and " + table.MaxScale.String()
+var (
+	// ruleScaleRange is the range rule of scale, the same as table.Request.Validate's.
+	ruleScaleRange = "must be between " + table.MinScale.String() + " and " + table.MaxScale.String()
+	// ruleBodyLarge is the rule of a body over MaxBodyBytes.
+	ruleBodyLarge = "must be at most " + strconv.Itoa(MaxBodyBytes) + " bytes"
+	// ruleChecks is the rule of the number of checks in a batch.
+	ruleChecks = "must hold 1 to " + strconv.Itoa(actors.MaxCheckAll) + " checks"
+	// ruleBody is the rule of a POST /check_rate body.
+	ruleBody = "must be a JSON object, or a JSON array of 1 to " + strconv.Itoa(actors.MaxCheckAll) + " of them (checked all or nothing)"
+)
 
 func fieldErr(field, rule string) *table.FieldError {
 	return &table.FieldError{Field: field, Rule: rule}
 }
 
-// param bits, to reject repeated parameters.
+// param bits, to reject repeated parameters and parameters a mode does not
+// take.
 const (
 	seenID = 1 << iota
 	seenScale
 	seenLimit
 	seenHits
 	seenAlgorithm
+	seenBurst
+	seenRule
+
+	seenAll = seenID | seenScale | seenLimit | seenHits | seenAlgorithm | seenBurst | seenRule
+	// seenFromRule are the parameters a rule supplies.
+	seenFromRule = seenScale | seenLimit | seenAlgorithm | seenBurst
 )
 
 // fieldBit returns the bit of a request field's name, or 0 for an unknown name.
@@ -67,16 +92,149 @@ func fieldBit(name string) uint {
 		return seenHits
 	case "algorithm":
 		return seenAlgorithm
+	case "burst":
+		return seenBurst
+	case "rule":
+		return seenRule
 	}
 	return 0
 }
 
-// parseQuery parses the raw query of GET /check_rate into a valid Request.
-// Any error is a *table.FieldError. It reads raw in place and unescapes a
-// key or value only when it holds '%' or '+'.
-func parseQuery(raw string) (table.Request, error) {
-	req := table.Request{Hits: 1}
-	var seen uint
+// mode says which endpoint parameters are parsed for.
+type mode uint8
+
+const (
+	modeCheck   mode = iota // check_rate: hits ≥ 0, 1 when absent
+	modeRefund              // refund: hits < 0 and required, stored as its absolute value
+	modeReset               // admin reset: no hits
+	modeBuckets             // admin buckets: id only
+)
+
+// params returns the parameter bits m takes.
+func (m mode) params() uint {
+	switch m {
+	case modeReset:
+		return seenAll &^ seenHits
+	case modeBuckets:
+		return seenID
+	}
+	return seenAll
+}
+
+// params is a parsed set of check parameters: an ad-hoc request, or an id
+// and hits to check under a rule (see resolve).
+type params struct {
+	// req holds the parameters as given. Without a rule it is a valid
+	// request; with one, only ID and Hits are set.
+	req  table.Request
+	rule string // the rule named, or ""
+	seen uint   // the parameters given
+}
+
+// newParams returns the params of m before any parameter is parsed.
+func newParams(m mode) params {
+	if m == modeCheck {
+		return params{req: table.Request{Hits: 1}}
+	}
+	return params{}
+}
+
+// finish checks what only the whole set of parameters shows: the required
+// ones, a rule given with what it supplies, and (without a rule) the
+// request's own validity.
+func (p *params) finish(m mode) error {
+	if p.seen&seenID == 0 {
+		return fieldErr("id", ruleRequired)
+	}
+	if m == modeBuckets {
+		return nil
+	}
+	if p.seen&seenRule != 0 {
+		if extra := p.seen & seenFromRule; extra != 0 {
+			return fieldErr(bitName(extra&-extra), ruleFromRule)
+		}
+	} else {
+		switch {
+		case p.seen&seenScale == 0:
+			return fieldErr("scale", ruleRequired)
+		case p.seen&seenLimit == 0:
+			return fieldErr("limit", ruleRequired)
+		}
+	}
+	if m == modeRefund && p.seen&seenHits == 0 {
+		return fieldErr("hits", ruleRefundHits)
+	}
+	if p.seen&seenRule != 0 {
+		return nil
+	}
+	return p.req.Validate()
+}
+
+// bitName returns the parameter name of a single param bit.
+func bitName(bit uint) string {
+	switch bit {
+	case seenID:
+		return "id"
+	case seenScale:
+		return "scale"
+	case seenLimit:
+		return "limit"
+	case seenHits:
+		return "hits"
+	case seenAlgorithm:
+		return "algorithm"
+	case seenBurst:
+		return "burst"
+	}
+	return "rule"
+}
+
+// resolve returns the request p asks for: p.req itself for an ad-hoc
+// check, or, when p names a rule, the request of that rule of set, in the
+// rule's namespace. set is nil when the server has no rules store at all
+// (an empty set is a store whose rules were all deleted: its rules are
+// unknown, not missing). rule is the zero Rule for an ad-hoc check. Any
+// error is a *table.FieldError.
+func resolve(p *params, set *rules.Set) (req table.Request, rule rules.Rule, err error) {
+	if p.rule == "" {
+		return p.req, rules.Rule{}, nil
+	}
+	if set == nil {
+		return table.Request{}, rules.Rule{}, fieldErr("rule", ruleNoRules)
+	}
+	rule, ok := set.Get(p.rule)
+	if !ok {
+		return table.Request{}, rules.Rule{}, fieldErr("rule", ruleNoSuchRule)
+	}
+	req = ruleRequest(rule, p.req.ID, p.req.Hits)
+	if err := req.Validate(); err != nil {
+		// A rule can pass rules.Rule.Validate and still ask too much of the
+		// table (a refill time over table.MaxScale).
+		return table.Request{}, rules.Rule{}, fieldErr("rule", "is configured with a limit the rate limiter cannot take: "+err.Error())
+	}
+	return req, rule, nil
+}
+
+// ruleRequest returns the request of id spending hits under rule r.
+func ruleRequest(r rules.Rule, id string, hits int64) table.Request {
+	return table.Request{
+		ID:        id,
+		Hits:      hits,
+		Scale:     r.Scale,
+		Limit:     r.Limit,
+		Burst:     r.Burst,
+		Algorithm: r.Algorithm,
+		Namespace: r.Name,
+	}
+}
+
+// parseQuery parses a raw query string of parameters for m. Any error is a
+// *table.FieldError. It reads raw in place, unescaping a key or value only
+// when it holds '%' or '+', and allocates nothing unless it must unescape
+// or fails.
+func parseQuery(raw string, m mode) (params, error) {
+	p := newParams(m)
+	allowed := m.params()
 	escaped := needsUnescape(raw) // most queries need no unescaping at all
 	for rest := raw; rest != ""; {
 		var part string
@@ -92,55 +250,69 @@ func parseQuery(raw string) (table.Request, error) {
 		if escaped && needsUnescape(key) {
 			k, err := url.QueryUnescape(key)
 			if err != nil {
-				return table.Request{}, fieldErr("query", ruleEscape)
+				return params{}, fieldErr("query", ruleEscape)
 			}
 			key = k
 		}
-		bit := fieldBit(key)
+		bit := fieldBit(key) & allowed
 		switch {
 		case key == "":
-			return table.Request{}, fieldErr("query", ruleNoName)
+			return params{}, fieldErr("query", ruleNoName)
 		case bit == 0:
-			return table.Request{}, fieldErr(echoName(key), ruleUnknown)
+			return params{}, fieldErr(echoName(key), ruleUnknown)
 		}
-		if seen&bit != 0 {
-			return table.Request{}, fieldErr(key, ruleRepeated)
+		if p.seen&bit != 0 {
+			return params{}, fieldErr(key, ruleRepeated)
 		}
-		seen |= bit
+		p.seen |= bit
 		if bit == seenID && len(val) > 3*table.MaxIDLen {
-			return table.Request{}, fieldErr("id", ruleIDLen) // too long even if all escaped
+			return params{}, fieldErr("id", ruleIDLen) // too long even if all escaped
 		}
 		if escaped && needsUnescape(val) {
 			v, err := url.QueryUnescape(val)
 			if err != nil {
-				return table.Request{}, fieldErr(key, ruleEscape)
+				return params{}, fieldErr(key, ruleEscape)
 			}
 			val = v
 		}
-		var err error
-		switch bit {
-		case seenID:
-			req.ID, err = parseID(val)
-		case seenScale:
-			req.Scale, err = parseScale(val)
-		case seenLimit:
-			req.Limit, err = parseLimit(val)
-		case seenHits:
-			req.Hits, err = parseHits(val)
-		case seenAlgorithm:
-			req.Algorithm, err = table.ParseAlgorithm(val)
-		}
-		if err != nil {
-			return table.Request{}, err
+		if err := p.set(bit, val, m); err != nil {
+			return params{}, err
 		}
 	}
-	if err := requireAll(seen); err != nil {
-		return table.Request{}, err
+	if err := p.finish(m); err != nil {
+		return params{}, err
 	}
-	if err := req.Validate(); err != nil {
-		return table.Request{}, err
+	return p, nil
+}
+
+// set parses the value s of the parameter bit into p. A JSON member comes
+// here as its string value, or as its raw text for a number.
+func (p *params) set(bit uint, s string, m mode) error {
+	var err error
+	switch bit {
+	case seenID:
+		p.req.ID, err = parseID(s)
+	case seenScale:
+		p.req.Scale, err = parseScale(s)
+	case seenLimit:
+		p.req.Limit, err = parseLimit(s)
+	case seenHits:
+		if m == modeRefund {
+			p.req.Hits, err = parseRefundHits(s)
+		} else {
+			p.req.Hits, err = parseHits(s)
+		}
+	case seenAlgorithm:
+		p.req.Algorithm, err = table.ParseAlgorithm(s)
+	case seenBurst:
+		p.req.Burst, err = parseBurst(s)
+	case seenRule:
+		if s == "" {
+			err = fieldErr("rule", ruleRuleName)
+		}
+		p.rule = s
 	}
-	return req, nil
+	return err
 }
 
 // maxEchoName is the most bytes of an unknown parameter name echoed back
@@ -164,19 +336,6 @@ func needsUnescape(s string) bool {
 		}
 	}
 	return false
-}
-
-// requireAll reports the first required parameter missing from seen.
-func requireAll(seen uint) error {
-	switch {
-	case seen&seenID == 0:
-		return fieldErr("id", ruleRequired)
-	case seen&seenScale == 0:
-		return fieldErr("scale", ruleRequired)
-	case seen&seenLimit == 0:
-		return fieldErr("limit", ruleRequired)
-	}
-	return nil
 }
 
 func parseID(s string) (string, error) {
@@ -213,6 +372,8 @@ func parseScale(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// parseLimit parses the limit of an ad-hoc check: at least 1 (a rule may
+// have limit 0, a request by its parameters may not).
 func parseLimit(s string) (int64, error) {
 	n, ok := parseDigits(s)
 	if !ok || n == 0 {
@@ -225,6 +386,25 @@ func parseHits(s string) (int64, error) {
 	n, ok := parseDigits(s)
 	if !ok {
 		return 0, fieldErr("hits", ruleHits)
+	}
+	return n, nil
+}
+
+// parseRefundHits parses the hits of a refund, a negative integer, and
+// returns its absolute value.
+func parseRefundHits(s string) (int64, error) {
+	if len(s) > 1 && s[0] == '-' {
+		if n, ok := parseDigits(s[1:]); ok && n > 0 {
+			return n, nil
+		}
+	}
+	return 0, fieldErr("hits", ruleRefundHits)
+}
+
+func parseBurst(s string) (int64, error) {
+	n, ok := parseDigits(s)
+	if !ok {
+		return 0, fieldErr("burst", ruleBurst)
 	}
 	return n, nil
 }
@@ -261,93 +441,171 @@ func parseDigits(s string) (n int64, ok bool) {
 	return n, true
 }
 
-// readJSON reads the body of POST /check_rate, at most MaxBodyBytes, and
-// parses it with parseJSON.
-func readJSON(w http.ResponseWriter, r *http.Request) (table.Request, error) {
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	defer body.Close()
-	return parseJSON(body)
+// checkBody is a parsed POST body: one set of parameters, or a batch.
+type checkBody struct {
+	one   params
+	batch []params // non-nil for a JSON array
 }
 
-// parseJSON parses a JSON object with the members of GET /check_rate's query
-// into a valid Request. Any error is a *table.FieldError. Member names are
-// matched exactly (case-sensitively), each at most once.
-func parseJSON(r io.Reader) (table.Request, error) {
+// readJSON reads a POST body, at most MaxBodyBytes, and parses it with
+// parseJSON.
+func readJSON(w http.ResponseWriter, r *http.Request, m mode) (checkBody, error) {
+	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	defer body.Close()
+	return parseJSON(body, m)
+}
+
+// parseJSON parses a JSON object with the members of the query parameters
+// of m or, for modeCheck only, a JSON array of 1 to actors.MaxCheckAll such
+// objects. Any error is a *table.FieldError; an error in an element of an
+// array names it, as in "checks[3].limit". Member names are matched exactly
+// (case-sensitively), each at most once.
+func parseJSON(r io.Reader, m mode) (checkBody, error) {
 	dec := json.NewDecoder(r)
+	rule := ruleObject
+	if m == modeCheck {
+		rule = ruleBody
+	}
 	tok, err := dec.Token()
 	if err != nil {
-		return table.Request{}, bodyErr(err, ruleObject)
+		return checkBody{}, bodyErr(err, rule)
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return table.Request{}, fieldErr("body", ruleObject)
+	var out checkBody
+	switch d, _ := tok.(json.Delim); {
+	case d == '{':
+		if out.one, err = parseObject(dec, m); err != nil {
+			return checkBody{}, err
+		}
+	case d == '[' && m == modeCheck:
+		if out.batch, err = parseArray(dec, m); err != nil {
+			return checkBody{}, err
+		}
+	default:
+		return checkBody{}, fieldErr("body", rule)
 	}
-	req := table.Request{Hits: 1}
-	var seen uint
+	if _, err := dec.Token(); err != io.EOF {
+		return checkBody{}, bodyErr(err, ruleTrailing)
+	}
+	return out, nil
+}
+
+// parseArray parses the elements of a JSON array whose '[' dec has just
+// read, through its closing ']'.
+func parseArray(dec *json.Decoder, m mode) ([]params, error) {
+	var ps []params
+	for dec.More() {
+		i := len(ps)
+		if i == actors.MaxCheckAll {
+			return nil, fieldErr("checks", ruleChecks)
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, bodyErr(err, ruleTruncated)
+		}
+		if d, ok := tok.(json.Delim); !ok || d != '{' {
+			return nil, fieldErr(elemField(i, ""), ruleObject)
+		}
+		p, err := parseObject(dec, m)
+		if err != nil {
+			return nil, elemErr(i, err)
+		}
+		ps = append(ps, p)
+	}
+	if _, err := dec.Token(); err != nil { // the closing ']'
+		return nil, bodyErr(err, ruleTruncated)
+	}
+	if len(ps) == 0 {
+		return nil, fieldErr("checks", ruleChecks)
+	}
+	return ps, nil
+}
+
+// elemField returns the name of field of element i of a batch: "checks[i]"
+// for the element itself (field ""), else "checks[i].field".
+func elemField(i int, field string) string {
+	f := "checks[" + strconv.Itoa(i) + "]"
+	if field != "" {
+		f += "." + field
+	}
+	return f
+}
+
+// elemErr renames the field of a field error about element i of a batch;
+// an error about the whole body stays one.
+func elemErr(i int, err error) error {
+	var fe *table.FieldError
+	if !errors.As(err, &fe) || fe.Field == "body" {
+		return err
+	}
+	return fieldErr(elemField(i, fe.Field), fe.Rule)
+}
+
+// parseObject parses the members of a JSON object whose '{' dec has just
+// read, through its closing '}'.
+func parseObject(dec *json.Decoder, m mode) (params, error) {
+	p := newParams(m)
+	allowed := m.params()
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return table.Request{}, bodyErr(err, ruleObject)
+			return params{}, bodyErr(err, ruleTruncated)
 		}
 		key, ok := tok.(string)
 		if !ok { // cannot happen: Token reports a non-string key as a syntax error
-			return table.Request{}, fieldErr("body", ruleObject)
+			return params{}, fieldErr("body", ruleObject)
 		}
-		bit := fieldBit(key)
-		if bit == 0 {
-			return table.Request{}, fieldErr(echoName(key), ruleUnknown)
+		bit := fieldBit(key) & allowed
+		switch {
+		case key == "":
+			return params{}, fieldErr("body", ruleNoMemberName)
+		case bit == 0:
+			return params{}, fieldErr(echoName(key), ruleUnknown)
 		}
-		if seen&bit != 0 {
-			return table.Request{}, fieldErr(key, ruleRepeated)
+		if p.seen&bit != 0 {
+			return params{}, fieldErr(key, ruleRepeated)
 		}
-		seen |= bit
+		p.seen |= bit
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return table.Request{}, bodyErr(err, ruleObject)
+			return params{}, bodyErr(err, ruleTruncated)
 		}
-		switch bit {
-		case seenID:
-			var s string
-			if s, err = jsonString(raw, "id"); err == nil {
-				req.ID, err = parseID(s)
-			}
-		case seenScale:
-			if len(raw) > 0 && raw[0] == '"' {
-				var s string
-				if s, err = jsonString(raw, "scale"); err == nil {
-					req.Scale, err = parseScale(s)
-				}
-			} else if isDigits(string(raw)) {
-				req.Scale, err = parseScale(string(raw))
-			} else {
-				err = fieldErr("scale", ruleScale)
-			}
-		case seenLimit:
-			req.Limit, err = parseLimit(string(raw))
-		case seenHits:
-			req.Hits, err = parseHits(string(raw))
-		case seenAlgorithm:
-			var s string
-			if s, err = jsonString(raw, "algorithm"); err == nil {
-				req.Algorithm, err = table.ParseAlgorithm(s)
-			}
-		}
-		if err != nil {
-			return table.Request{}, err
+		if err := p.setJSON(bit, key, raw, m); err != nil {
+			return params{}, err
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
-		return table.Request{}, bodyErr(err, ruleObject)
+		return params{}, bodyErr(err, ruleTruncated)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return table.Request{}, bodyErr(err, ruleTrailing)
+	if err := p.finish(m); err != nil {
+		return params{}, err
 	}
-	if err := requireAll(seen); err != nil {
-		return table.Request{}, err
+	return p, nil
+}
+
+// setJSON parses the raw JSON value of member key, whose bit is bit, into p:
+// id, algorithm and rule are strings; limit, hits and burst integers;
+// scale either.
+func (p *params) setJSON(bit uint, key string, raw json.RawMessage, m mode) error {
+	switch bit {
+	case seenID, seenAlgorithm, seenRule:
+		s, err := jsonString(raw, key)
+		if err != nil {
+			return err
+		}
+		return p.set(bit, s, m)
+	case seenScale:
+		if len(raw) > 0 && raw[0] == '"' {
+			s, err := jsonString(raw, key)
+			if err != nil {
+				return err
+			}
+			return p.set(bit, s, m)
+		}
+		if !isDigits(string(raw)) {
+			return fieldErr("scale", ruleScale)
+		}
 	}
-	if err := req.Validate(); err != nil {
-		return table.Request{}, err
-	}
-	return req, nil
+	return p.set(bit, string(raw), m)
 }
 
 // jsonString decodes raw, which must be a JSON string, for field.
@@ -370,7 +628,7 @@ func bodyErr(err error, rule string) error {
 	case err == nil || err == io.EOF:
 		return fieldErr("body", rule)
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fieldErr("body", "is malformed JSON: unexpected end of input")
+		return fieldErr("body", ruleTruncated)
 	case errors.As(err, &syntax):
 		return fieldErr("body", "is malformed JSON at byte "+strconv.FormatInt(syntax.Offset, 10)+": "+syntax.Error())
 	}

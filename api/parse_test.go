@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -17,29 +19,82 @@ func TestParseQuery(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		raw       string
+		mode      mode
 		want      table.Request
+		wantRule  string
 		wantField string
 	}{
-		{"id=a&scale=30000&limit=500", table.Request{ID: "a", Scale: 30 * time.Second, Limit: 500, Hits: 1}, ""},
-		{"limit=5&hits=0&scale=1m30s&id=b%2Fc", table.Request{ID: "b/c", Scale: 90 * time.Second, Limit: 5}, ""},
-		{"id=a&scale=1&limit=9223372036854775807&hits=9223372036854775807", table.Request{ID: "a", Scale: time.Millisecond, Limit: math.MaxInt64, Hits: math.MaxInt64}, ""},
-		{"id=a&scale=1&limit=1&algorithm=", table.Request{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: 1}, ""},
-		{"id=a&scale=1&limit=0", table.Request{}, "limit"},
-		{"id=a&scale=1&limit=1&x", table.Request{}, "x"},
-		{"id=a&scale=1&limit=1&id", table.Request{}, "id"},
-		{"id=%&scale=1&limit=1", table.Request{}, "id"},
+		{"id=a&scale=30000&limit=500", modeCheck, table.Request{ID: "a", Scale: 30 * time.Second, Limit: 500, Hits: 1}, "", ""},
+		{"limit=5&hits=0&scale=1m30s&id=b%2Fc", modeCheck, table.Request{ID: "b/c", Scale: 90 * time.Second, Limit: 5}, "", ""},
+		{"id=a&scale=1&limit=9223372036854775807&hits=9223372036854775807", modeCheck, table.Request{ID: "a", Scale: time.Millisecond, Limit: math.MaxInt64, Hits: math.MaxInt64}, "", ""},
+		{"id=a&scale=1&limit=1&algorithm=", modeCheck, table.Request{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: 1}, "", ""},
+		{"id=a&scale=1s&limit=3&algorithm=token_bucket&burst=5", modeCheck, table.Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 1, Algorithm: table.TokenBucket, Burst: 5}, "", ""},
+		{"id=a&scale=1s&limit=3&algorithm=leaky_bucket&burst=0", modeCheck, table.Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 1, Algorithm: table.LeakyBucket}, "", ""},
+		{"id=a&scale=1s&limit=3&algorithm=sliding_window", modeCheck, table.Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 1, Algorithm: table.SlidingWindow}, "", ""},
+		{"id=a&rule=login", modeCheck, table.Request{ID: "a", Hits: 1}, "login", ""},
+		{"rule=login&hits=0&id=a", modeCheck, table.Request{ID: "a"}, "login", ""},
+		{"id=a&scale=1&limit=0", modeCheck, table.Request{}, "", "limit"},
+		{"id=a&scale=1&limit=1&x", modeCheck, table.Request{}, "", "x"},
+		{"id=a&scale=1&limit=1&id", modeCheck, table.Request{}, "", "id"},
+		{"id=%&scale=1&limit=1", modeCheck, table.Request{}, "", "id"},
+		{"id=a&scale=1&limit=1&burst=-1", modeCheck, table.Request{}, "", "burst"},
+		{"id=a&scale=1&limit=1&burst=1&burst=2", modeCheck, table.Request{}, "", "burst"},
+		{"id=a&rule=", modeCheck, table.Request{}, "", "rule"},
+		{"rule=x", modeCheck, table.Request{}, "", "id"},
+		{"id=a&rule=x&scale=1s", modeCheck, table.Request{}, "", "scale"},
+		{"id=a&rule=x&limit=1", modeCheck, table.Request{}, "", "limit"},
+		{"id=a&rule=x&algorithm=fixed_window", modeCheck, table.Request{}, "", "algorithm"},
+		{"id=a&rule=x&burst=0", modeCheck, table.Request{}, "", "burst"},
+		{"id=a&rule=x&rule=y", modeCheck, table.Request{}, "", "rule"},
+		{"id=a&scale=1s&limit=3&hits=-3", modeRefund, table.Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 3}, "", ""},
+		{"id=a&rule=x&hits=%2D9223372036854775807", modeRefund, table.Request{ID: "a", Hits: math.MaxInt64}, "x", ""},
+		{"id=a&scale=1s&limit=3", modeRefund, table.Request{}, "", "hits"},
+		{"id=a&scale=1s&limit=3&hits=3", modeRefund, table.Request{}, "", "hits"},
+		{"id=a&scale=1s&limit=3&hits=-0", modeRefund, table.Request{}, "", "hits"},
+		{"id=a&scale=1s&limit=3&hits=-", modeRefund, table.Request{}, "", "hits"},
+		{"id=a&scale=1s&limit=3&hits=--3", modeRefund, table.Request{}, "", "hits"},
+		{"id=a&scale=1s&limit=3&hits=-9223372036854775808", modeRefund, table.Request{}, "", "hits"},
+		{"id=a&rule=x", modeRefund, table.Request{}, "", "hits"},
+		{"id=a&scale=1s&limit=3&hits=-1", modeCheck, table.Request{}, "", "hits"},
+		{"id=a&scale=1s&limit=3", modeReset, table.Request{ID: "a", Scale: time.Second, Limit: 3}, "", ""},
+		{"id=a&rule=x", modeReset, table.Request{ID: "a"}, "x", ""},
+		{"id=a&scale=1s&limit=3&hits=1", modeReset, table.Request{}, "", "hits"},
+		{"id=a", modeBuckets, table.Request{ID: "a"}, "", ""},
+		{"id=a&scale=1s", modeBuckets, table.Request{}, "", "scale"},
+		{"", modeBuckets, table.Request{}, "", "id"},
 	}
 	for _, tt := range tests {
-		got, err := parseQuery(tt.raw)
+		got, err := parseQuery(tt.raw, tt.mode)
 		if tt.wantField != "" {
 			var fe *table.FieldError
 			if !errors.As(err, &fe) || fe.Field != tt.wantField {
-				t.Errorf("parseQuery(%q): got err %v, want a field error on %q", tt.raw, err, tt.wantField)
+				t.Errorf("parseQuery(%q, %d): got err %v, want a field error on %q", tt.raw, tt.mode, err, tt.wantField)
 			}
 			continue
 		}
-		if err != nil || got != tt.want {
-			t.Errorf("parseQuery(%q): got %+v, %v, want %+v", tt.raw, got, err, tt.want)
+		if err != nil || got.req != tt.want || got.rule != tt.wantRule {
+			t.Errorf("parseQuery(%q, %d): got %+v rule %q, %v, want %+v rule %q", tt.raw, tt.mode, got.req, got.rule, err, tt.want, tt.wantRule)
+		}
+	}
+}
+
+// TestParseQueryMessages pins down the wording of the new rules.
+func TestParseQueryMessages(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		raw  string
+		mode mode
+		want string
+	}{
+		{"id=a&rule=x&scale=1s", modeCheck, "scale: must not be given with rule: it comes from the rule"},
+		{"id=a&scale=1s&limit=3&hits=3", modeRefund, "hits: must be negative on a refund: the hits to give back, e.g. -3"},
+		{"id=a&scale=1s&limit=3", modeRefund, "hits: must be negative on a refund: the hits to give back, e.g. -3"},
+		{"id=a&scale=1s&limit=3&burst=x", modeCheck, "burst: must be an integer between 0 and 9223372036854775807"},
+	}
+	for _, tt := range tests {
+		_, err := parseQuery(tt.raw, tt.mode)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("parseQuery(%q, %d): got err %v, want %q", tt.raw, tt.mode, err, tt.want)
 		}
 	}
 }
@@ -48,19 +103,43 @@ func TestParseJSON(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		body      string
-		want      table.Request
+		mode      mode
+		want      []table.Request // one for an object
+		wantBatch bool
 		wantField string
 	}{
-		{`{"id":"a","scale":30000,"limit":500}`, table.Request{ID: "a", Scale: 30 * time.Second, Limit: 500, Hits: 1}, ""},
-		{`{"id":"a","scale":"30s","limit":500,"hits":0}`, table.Request{ID: "a", Scale: 30 * time.Second, Limit: 500}, ""},
-		{`{"id":"a","scale":1,"limit":1,"algorithm":"fixed_window"}`, table.Request{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: 1}, ""},
-		{`{"id":"a","scale":1,"limit":1,"hits":-0}`, table.Request{}, "hits"},
-		{`{"id":"a","scale":1,"limit":1}]`, table.Request{}, "body"},
-		{`{"id":"a","scale":1,"limit":1`, table.Request{}, "body"},
-		{`{"id":"a","scale":1,"limit":1,"Hits":1}`, table.Request{}, "Hits"},
+		{`{"id":"a","scale":30000,"limit":500}`, modeCheck, []table.Request{{ID: "a", Scale: 30 * time.Second, Limit: 500, Hits: 1}}, false, ""},
+		{`{"id":"a","scale":"30s","limit":500,"hits":0}`, modeCheck, []table.Request{{ID: "a", Scale: 30 * time.Second, Limit: 500}}, false, ""},
+		{`{"id":"a","scale":1,"limit":1,"algorithm":"fixed_window"}`, modeCheck, []table.Request{{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: 1}}, false, ""},
+		{`{"id":"a","scale":1000,"limit":3,"algorithm":"token_bucket","burst":7}`, modeCheck, []table.Request{{ID: "a", Scale: time.Second, Limit: 3, Hits: 1, Algorithm: table.TokenBucket, Burst: 7}}, false, ""},
+		{`{"id":"a","rule":"r"}`, modeCheck, []table.Request{{ID: "a", Hits: 1}}, false, ""},
+		{`[{"id":"a","scale":1000,"limit":3},{"id":"b","rule":"r","hits":2}]`, modeCheck, []table.Request{{ID: "a", Scale: time.Second, Limit: 3, Hits: 1}, {ID: "b", Hits: 2}}, true, ""},
+		{` [ {"id":"a","scale":1000,"limit":3} ] `, modeCheck, []table.Request{{ID: "a", Scale: time.Second, Limit: 3, Hits: 1}}, true, ""},
+		{`{"id":"a","scale":1000,"limit":3,"hits":-3}`, modeRefund, []table.Request{{ID: "a", Scale: time.Second, Limit: 3, Hits: 3}}, false, ""},
+		{`{"id":"a","scale":1,"limit":1,"hits":-0}`, modeCheck, nil, false, "hits"},
+		{`{"id":"a","scale":1,"limit":1}]`, modeCheck, nil, false, "body"},
+		{`{"id":"a","scale":1,"limit":1`, modeCheck, nil, false, "body"},
+		{`{"id":"a","scale":1,"limit":1,"Hits":1}`, modeCheck, nil, false, "Hits"},
+		{`{"id":"a","scale":1,"limit":1,"burst":1.5}`, modeCheck, nil, false, "burst"},
+		{`{"id":"a","scale":1,"limit":1,"burst":"1"}`, modeCheck, nil, false, "burst"},
+		{`{"id":"a","rule":5}`, modeCheck, nil, false, "rule"},
+		{`{"":1}`, modeCheck, nil, false, "body"},
+		{`[{"id":"a","scale":1000,"limit":3,"":1}]`, modeCheck, nil, false, "body"},
+		{`{"id":"a","rule":"r","limit":5}`, modeCheck, nil, false, "limit"},
+		{`[]`, modeCheck, nil, false, "checks"},
+		{`[{"id":"a","scale":1000,"limit":3},{"id":"b","scale":1000}]`, modeCheck, nil, false, "checks[1].limit"},
+		{`[{"id":"a","scale":1000,"limit":3},5]`, modeCheck, nil, false, "checks[1]"},
+		{`[{"id":"a","scale":1000,"limit":3},{"id":"b","scale":1000,"limit":3,"x":1}]`, modeCheck, nil, false, "checks[1].x"},
+		{`[{"id":"a","scale":1000,"limit":3}`, modeCheck, nil, false, "body"},
+		{`[{"id":"a","scale":1000,"limit":3},]`, modeCheck, nil, false, "body"},
+		{`[{"id":"a","scale":1000,"limit":3}] []`, modeCheck, nil, false, "body"},
+		{`[{"id":"a","scale":1000,"limit":3}]`, modeRefund, nil, false, "body"},
+		{`{"id":"a","scale":1000,"limit":3,"hits":3}`, modeRefund, nil, false, "hits"},
+		{`{"id":"a","scale":1000,"limit":3,"hits":-3.0}`, modeRefund, nil, false, "hits"},
+		{`{"id":"a","scale":1000,"limit":3,"hits":"-3"}`, modeRefund, nil, false, "hits"},
 	}
 	for _, tt := range tests {
-		got, err := parseJSON(strings.NewReader(tt.body))
+		got, err := parseJSON(strings.NewReader(tt.body), tt.mode)
 		if tt.wantField != "" {
 			var fe *table.FieldError
 			if !errors.As(err, &fe) || fe.Field != tt.wantField {
@@ -68,23 +147,131 @@ func TestParseJSON(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got != tt.want {
-			t.Errorf("parseJSON(%q): got %+v, %v, want %+v", tt.body, got, err, tt.want)
+		if err != nil {
+			t.Errorf("parseJSON(%q): got err %v, want %+v", tt.body, err, tt.want)
+			continue
+		}
+		ps := []params{got.one}
+		if tt.wantBatch {
+			ps = got.batch
+		} else if got.batch != nil {
+			t.Errorf("parseJSON(%q): got a batch, want one object", tt.body)
+		}
+		if len(ps) != len(tt.want) {
+			t.Errorf("parseJSON(%q): got %d checks, want %d", tt.body, len(ps), len(tt.want))
+			continue
+		}
+		for i := range ps {
+			if ps[i].req != tt.want[i] {
+				t.Errorf("parseJSON(%q)[%d]: got %+v, want %+v", tt.body, i, ps[i].req, tt.want[i])
+			}
 		}
 	}
 }
 
-// checkParsed is the property both parsers keep: a valid Request with a
-// positive limit, or a *table.FieldError naming a field.
-func checkParsed(t *testing.T, in string, req table.Request, err error) {
+func TestParseJSONBatchSize(t *testing.T) {
+	t.Parallel()
+	elem := `{"id":"a","scale":1000,"limit":3}`
+	batch := func(n int) string { return "[" + strings.Repeat(elem+",", n-1) + elem + "]" }
+	got, err := parseJSON(strings.NewReader(batch(actors.MaxCheckAll)), modeCheck)
+	if err != nil || len(got.batch) != actors.MaxCheckAll {
+		t.Errorf("batch of %d: got %d checks, %v, want them all", actors.MaxCheckAll, len(got.batch), err)
+	}
+	_, err = parseJSON(strings.NewReader(batch(actors.MaxCheckAll+1)), modeCheck)
+	var fe *table.FieldError
+	if !errors.As(err, &fe) || fe.Field != "checks" || fe.Rule != "must hold 1 to 1000 checks" {
+		t.Errorf("batch of %d: got err %v, want checks: must hold 1 to 1000 checks", actors.MaxCheckAll+1, err)
+	}
+	if n := len(batch(actors.MaxCheckAll)); n > MaxBodyBytes {
+		t.Errorf("a batch of %d small checks takes %d bytes, over MaxBodyBytes %d", actors.MaxCheckAll, n, MaxBodyBytes)
+	}
+}
+
+// testRules is the rule set the resolve tests and fuzzers check against.
+func testRules(t testing.TB) *rules.Set {
 	t.Helper()
+	set, err := rules.NewSet([]rules.Rule{
+		{Name: "login", Scale: 30 * time.Second, Limit: 5},
+		{Name: "tb", Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 20},
+		{Name: "zero", Scale: time.Second, Limit: 0},
+		{Name: "shadow", Scale: time.Second, Limit: 1, Shadow: true},
+		{Name: "toolong", Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	set := testRules(t)
+	empty, err := rules.NewSet(nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		raw       string
+		set       *rules.Set
+		want      table.Request
+		wantRule  string
+		wantField string
+		wantErr   string
+	}{
+		{"ad hoc", "id=a&scale=1s&limit=2", set, table.Request{ID: "a", Scale: time.Second, Limit: 2, Hits: 1}, "", "", ""},
+		{"ad hoc without rules", "id=a&scale=1s&limit=2", nil, table.Request{ID: "a", Scale: time.Second, Limit: 2, Hits: 1}, "", "", ""},
+		{"rule", "id=a&rule=login&hits=2", set, table.Request{ID: "a", Scale: 30 * time.Second, Limit: 5, Hits: 2, Namespace: "login"}, "login", "", ""},
+		{"rule with burst", "id=a&rule=tb", set, table.Request{ID: "a", Scale: time.Second, Limit: 10, Burst: 20, Hits: 1, Algorithm: table.TokenBucket, Namespace: "tb"}, "tb", "", ""},
+		{"rule limit 0", "id=a&rule=zero", set, table.Request{ID: "a", Scale: time.Second, Hits: 1, Namespace: "zero"}, "zero", "", ""},
+		{"unknown rule", "id=a&rule=nope", set, table.Request{}, "", "rule", "rule: is not a configured rule"},
+		{"no store", "id=a&rule=login", nil, table.Request{}, "", "rule", "rule: no rules are configured"},
+		{"empty set", "id=a&rule=login", empty, table.Request{}, "", "rule", "rule: is not a configured rule"},
+		{"rule the table cannot take", "id=a&rule=toolong", set, table.Request{}, "", "rule", ""},
+	}
+	for _, tt := range tests {
+		p, err := parseQuery(tt.raw, modeCheck)
+		if err != nil {
+			t.Fatalf("%s: parseQuery(%q): %v", tt.name, tt.raw, err)
+		}
+		got, rule, err := resolve(&p, tt.set)
+		if tt.wantField != "" {
+			var fe *table.FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.wantField || (tt.wantErr != "" && err.Error() != tt.wantErr) {
+				t.Errorf("%s: got err %v, want a field error on %q (%q)", tt.name, err, tt.wantField, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want || rule.Name != tt.wantRule {
+			t.Errorf("%s: got %+v rule %q, %v, want %+v rule %q", tt.name, got, rule.Name, err, tt.want, tt.wantRule)
+		}
+	}
+}
+
+// checkParsed is the property both parsers keep, after resolve against
+// testRules: a valid Request (with a positive limit when ad hoc, in the
+// rule's namespace when by rule), or a *table.FieldError naming a field.
+// For modeBuckets, a valid id and nothing else.
+func checkParsed(t *testing.T, in string, md mode, set *rules.Set, p params, err error) {
+	t.Helper()
+	if md == modeBuckets && err == nil {
+		if p.req.ID == "" || len(p.req.ID) > table.MaxIDLen || p.rule != "" || p.seen != seenID {
+			t.Fatalf("%q: got buckets parameters %+v, want an id alone", in, p)
+		}
+		return
+	}
+	var req table.Request
+	var rule rules.Rule
+	if err == nil {
+		req, rule, err = resolve(&p, set)
+	}
 	if err != nil {
 		var fe *table.FieldError
 		if !errors.As(err, &fe) {
 			t.Fatalf("%q: got error %T %v, want a *table.FieldError", in, err, err)
 		}
-		if fe.Rule == "" {
-			t.Fatalf("%q: got field error %+v without a rule", in, fe)
+		if fe.Rule == "" || fe.Field == "" {
+			t.Fatalf("%q: got field error %+v without a field or rule", in, fe)
 		}
 		if !errors.Is(err, table.ErrInvalid) {
 			t.Fatalf("%q: got error %v not matching table.ErrInvalid", in, err)
@@ -97,8 +284,11 @@ func checkParsed(t *testing.T, in string, req table.Request, err error) {
 	if verr := req.Validate(); verr != nil {
 		t.Fatalf("%q: got request %+v failing Validate: %v", in, req, verr)
 	}
-	if req.Limit <= 0 {
-		t.Fatalf("%q: got limit %d, want positive", in, req.Limit)
+	switch {
+	case p.rule == "" && (req.Limit <= 0 || req.Namespace != ""):
+		t.Fatalf("%q: got ad-hoc request %+v, want a positive limit and no namespace", in, req)
+	case p.rule != "" && (req.Namespace != rule.Name || rule.Name != p.rule):
+		t.Fatalf("%q: got request %+v by rule %q, want it in namespace %q", in, req, rule.Name, p.rule)
 	}
 }
 
@@ -118,25 +308,45 @@ var querySeeds = []string{
 	"id=a;b&scale=1000&limit=1",
 	"foo=bar",
 	"id=\xff\x00&scale=1&limit=1",
+	"id=a&scale=1s&limit=3&algorithm=token_bucket&burst=5",
+	"id=a&scale=8784h&limit=1&algorithm=leaky_bucket&burst=9223372036854775807",
+	"id=a&scale=1s&limit=3&algorithm=sliding_window&burst=-1",
+	"id=a&rule=login",
+	"id=a&rule=login&scale=1s",
+	"id=a&rule=nope&hits=0",
+	"id=a&rule=toolong",
+	"id=a&rule=&rule=",
+	"id=a&ru%6Ce=tb",
 }
 
 func FuzzParseQuery(f *testing.F) {
 	for _, s := range querySeeds {
-		f.Add(s)
+		f.Add(s, uint8(modeCheck))
+		f.Add(s+"&hits=-2", uint8(modeRefund))
 	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		req, err := parseQuery(raw)
-		checkParsed(t, raw, req, err)
+	f.Add("id=a&rule=login", uint8(modeReset))
+	f.Add("id=a", uint8(modeBuckets))
+	set := testRules(f)
+	f.Fuzz(func(t *testing.T, raw string, m uint8) {
+		md := mode(m) % (modeBuckets + 1)
+		p, err := parseQuery(raw, md)
+		checkParsed(t, raw, md, set, p, err)
 		if err != nil {
 			return
+		}
+		if md == modeRefund && p.req.Hits <= 0 {
+			t.Fatalf("%q: got refund of %d hits, want a positive number", raw, p.req.Hits)
 		}
 		// Agree with url.ParseQuery wherever it accepts the query.
 		vals, uerr := url.ParseQuery(raw)
 		if uerr != nil {
 			return
 		}
-		if got := vals["id"]; len(got) != 1 || got[0] != req.ID {
-			t.Fatalf("%q: got id %q, url.ParseQuery has %q", raw, req.ID, got)
+		if got := vals["id"]; len(got) != 1 || got[0] != p.req.ID {
+			t.Fatalf("%q: got id %q, url.ParseQuery has %q", raw, p.req.ID, got)
+		}
+		if got := vals["rule"]; (len(got) == 1) != (p.rule != "") || len(got) == 1 && got[0] != p.rule {
+			t.Fatalf("%q: got rule %q, url.ParseQuery has %q", raw, p.rule, got)
 		}
 		for k, v := range vals {
 			if len(v) != 1 {
@@ -160,20 +370,46 @@ var jsonSeeds = []string{
 	`[]`,
 	`null`,
 	``,
-	`{"id":null,"scale":null,"limit":null,"hits":null,"algorithm":null}`,
+	`{"id":null,"scale":null,"limit":null,"hits":null,"algorithm":null,"burst":null,"rule":null}`,
 	`{"id":"a","scale":99999999999999999999,"limit":9223372036854775808}`,
 	"{\"id\":\"\xff\",\"scale\":1,\"limit\":1}",
+	`{"id":"a","scale":1000,"limit":3,"algorithm":"token_bucket","burst":5}`,
+	`{"id":"a","rule":"login","hits":-3}`,
+	`{"id":"a","rule":"tb","burst":1}`,
+	`[{"id":"a","scale":1000,"limit":3},{"id":"b","rule":"login"}]`,
+	`[{"id":"a","scale":1000,"limit":3},{"id":"b","rule":"nope"}]`,
+	`[{"id":"a","scale":1000,"limit":3},[]]`,
+	`[{"id":"a","scale":1000,"limit":3}`,
+	`[{}]`,
+	`[[{"id":"a"}]]`,
+	`{""`,
+	`[{"":1}]`,
 }
 
 func FuzzParseJSON(f *testing.F) {
 	for _, s := range jsonSeeds {
-		f.Add([]byte(s))
+		f.Add([]byte(s), uint8(modeCheck))
+		f.Add([]byte(s), uint8(modeRefund))
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseJSON(bytes.NewReader(body))
-		checkParsed(t, string(body), req, err)
+	set := testRules(f)
+	f.Fuzz(func(t *testing.T, body []byte, m uint8) {
+		md := mode(m) % (modeBuckets + 1)
+		got, err := parseJSON(bytes.NewReader(body), md)
 		if err == nil && !json.Valid(body) {
-			t.Fatalf("%q: accepted invalid JSON as %+v", body, req)
+			t.Fatalf("%q: accepted invalid JSON as %+v", body, got)
+		}
+		if got.batch == nil {
+			checkParsed(t, string(body), md, set, got.one, err)
+			return
+		}
+		if md != modeCheck {
+			t.Fatalf("%q: got a batch in mode %d, want batches on check_rate only", body, md)
+		}
+		if len(got.batch) < 1 || len(got.batch) > actors.MaxCheckAll {
+			t.Fatalf("%q: got a batch of %d, want 1 to %d", body, len(got.batch), actors.MaxCheckAll)
+		}
+		for _, p := range got.batch {
+			checkParsed(t, string(body), md, set, p, nil)
 		}
 	})
 }

@@ -411,14 +411,17 @@ func (t *Table) makeRoom(ms int64) bool {
 	return true
 }
 
+// fullRetry is the RetryAfter of a request refused by a full table: room
+// comes back as buckets expire and sweeps run, not at a time the table can
+// name, so the caller is asked to try again soon.
+const fullRetry = time.Second
+
 // full turns d into the denial of a request that found the table full.
 func (t *Table) full(d Decision) Decision {
 	t.stats.Rejections++
 	d.Allowed, d.Full = false, true
 	d.Count, d.Remaining = 0, d.Limit
-	if d.RetryAfter = d.ResetAfter; d.RetryAfter <= 0 {
-		d.RetryAfter = time.Second
-	}
+	d.RetryAfter = fullRetry
 	return d
 }
 

@@ -564,7 +564,7 @@ func TestE2EBadInput(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
 	long := strings.Repeat("a", 1025)
-	bigBody := `{"id":"` + strings.Repeat("a", 70<<10) + `","scale":1000,"limit":5}`
+	bigBody := `{"id":"` + strings.Repeat("a", 260<<10) + `","scale":1000,"limit":5}`
 	tests := []struct {
 		name  string
 		post  string // the JSON body of a POST; a GET with query when empty
@@ -591,7 +591,7 @@ func TestE2EBadInput(t *testing.T) {
 		{name: "unknown parameter", query: "id=a&scale=1000&limit=5&colour=blue", field: "colour"},
 		{name: "POST malformed JSON", post: `{"id":"a","scale":`, field: "body"},
 		{name: "POST unknown field", post: `{"id":"a","scale":1000,"limit":5,"colour":"blue"}`, field: "colour"},
-		{name: "POST body over 64 KiB", post: bigBody, field: "body"},
+		{name: "POST body over 256 KiB", post: bigBody, field: "body"},
 		{name: "POST trailing garbage", post: `{"id":"a","scale":1000,"limit":5} x`, field: "body"},
 	}
 	for _, tt := range tests {

@@ -25,7 +25,7 @@ func TestLayout(t *testing.T) {
 		"actors":            {[]string{"table", "table/journal", "sweeper"}, []string{"github.com/asynkron/protoactor-go"}},
 		"api":               {[]string{"actors", "table", "api/rules"}, []string{"github.com/prometheus/client_golang"}},
 		"api/rules":         {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
-		"cmd/ratelimitd":    {[]string{"actors", "api", "sweeper", "table"}, nil},
+		"cmd/ratelimitd":    {[]string{"actors", "api", "api/rules", "sweeper", "table"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}

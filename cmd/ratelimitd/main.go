@@ -97,6 +97,10 @@ type config struct {
 
 	maxBuckets  int
 	evictOldest bool
+
+	rulesFile      string
+	adminListen    string
+	adminTokenFile string
 }
 
 // run is the daemon: it parses args, starts the actor system and the HTTP
@@ -131,6 +135,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	)
 
 	metrics := api.NewMetrics()
+	// The rules first: a bad file refuses the start before any recovery.
+	rs, err := startRules(&cfg, log, metrics)
+	if err != nil {
+		log.Error("cannot load the rules", "err", err)
+		return exitFailure
+	}
+	defer rs.close()
+
 	sys, err := actors.Start(ctx, actors.Config{
 		Shards:        cfg.shards,
 		SweepInterval: cfg.sweepInterval,
@@ -164,9 +176,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		DenyStatus: cfg.denyStatus,
 		Metrics:    metrics,
 		Logger:     log.With("component", "api"),
+		Rules:      rs.store,
 	})
 	if err != nil {
 		log.Error("cannot build the HTTP handler", "err", err)
+		stopActors(log, sys, cfg.shutdownTimeout)
+		return exitFailure
+	}
+	admin, err := startAdmin(&cfg, log, sys, rs)
+	if err != nil {
+		log.Error("cannot start the admin API", "err", err)
 		stopActors(log, sys, cfg.shutdownTimeout)
 		return exitFailure
 	}
@@ -174,21 +193,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		log.Error("cannot listen", "addr", cfg.listen, "err", err)
+		admin.shutdown(context.Background(), log)
 		stopActors(log, sys, cfg.shutdownTimeout)
 		return exitFailure
 	}
 	if log.Enabled(ctx, slog.LevelDebug) {
 		handler = api.AccessLog(log.With("component", "http"), handler)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
-	}
+	srv := newServer(handler, log.With("component", "http"))
 	log.Info("listening", "addr", ln.Addr().String())
 
 	served := make(chan error, 1)
@@ -207,6 +219,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
 	err = srv.Shutdown(shutdownCtx)
+	admin.shutdown(shutdownCtx, log)
 	cancel()
 	if err != nil {
 		log.Warn("HTTP server did not drain in time; closing the remaining connections", "err", err)
@@ -226,6 +239,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped", "exit_code", code)
 	return code
+}
+
+// newServer returns an HTTP server for h with the daemon's timeouts.
+func newServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // stopActors stops sys within timeout and logs the outcome. It reports
@@ -272,6 +298,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		snapshotThreshold:   actors.DefaultSnapshotThreshold,
 
 		maxBuckets: actors.DefaultMaxBuckets,
+
+		adminListen: "127.0.0.1:8081",
 	}
 	fs := flag.NewFlagSet("ratelimitd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -372,6 +400,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 		return nil
 	})
+	fs.StringVar(&cfg.rulesFile, "rules", "", "YAML `file` of named rules (rules: [{name, algorithm, scale, limit, burst, shadow, match}]); reloaded when it changes and on SIGHUP")
+	fs.Func("admin-listen", "`address` (host:port) of the admin API (rules, reset, inspect); served only with --admin-token-file (default 127.0.0.1:8081)", func(s string) error {
+		if err := checkListenAddr(s); err != nil {
+			return err
+		}
+		cfg.adminListen = s
+		return nil
+	})
+	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token; without it the admin API is off")
 	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
 
 	if err := fs.Parse(args); err != nil {

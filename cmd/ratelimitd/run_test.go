@@ -33,6 +33,8 @@ var defaults = config{
 	snapshotThreshold:   actors.DefaultSnapshotThreshold,
 
 	maxBuckets: actors.DefaultMaxBuckets,
+
+	adminListen: "127.0.0.1:8081",
 }
 
 func TestParseFlags(t *testing.T) {
@@ -76,6 +78,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--max-buckets", "100000"}, with(func(c *config) { c.maxBuckets = 100000 })},
 		{[]string{"--on-full", "evict-oldest"}, with(func(c *config) { c.evictOldest = true })},
 		{[]string{"--on-full", "deny-new"}, defaults},
+		{[]string{"--rules", "rules.yaml"}, with(func(c *config) { c.rulesFile = "rules.yaml" })},
+		{[]string{"--admin-listen", "127.0.0.1:0"}, with(func(c *config) { c.adminListen = "127.0.0.1:0" })},
+		{[]string{"--admin-token-file", "/run/secrets/token"}, with(func(c *config) { c.adminTokenFile = "/run/secrets/token" })},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
@@ -132,6 +137,7 @@ func TestParseFlagsInvalid(t *testing.T) {
 		{[]string{"--max-buckets", "0"}, "-max-buckets"},
 		{[]string{"--max-buckets", "lots"}, "-max-buckets"},
 		{[]string{"--on-full", "panic"}, "-on-full"},
+		{[]string{"--admin-listen", "8081"}, "-admin-listen"},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer

@@ -85,3 +85,33 @@ func moveAside(dir, name string) (string, error) {
 	}
 	return p, os.Rename(filepath.Join(dir, name), p)
 }
+
+// WriteFileAtomic makes dir/name hold data, durably and all at once: it
+// writes a temporary file, fsyncs it, renames it into place and fsyncs the
+// directory, so a crash leaves the old content or the new, never a mix. A
+// data directory's small descriptions (the shard count) are written so.
+func WriteFileAtomic(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+tmpSuffix)
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("journal: write %s: %w", filepath.Join(dir, name), err)
+	}
+	return nil
+}

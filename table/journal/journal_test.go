@@ -558,3 +558,22 @@ func TestWriteZeros(t *testing.T) {
 		t.Errorf("got %d bytes, all zero: %v; want %d zero bytes", len(b), allZero(b), size)
 	}
 }
+
+func TestWriteFileAtomic(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, content := range []string{"first\n", "second, longer\n"} {
+		if err := WriteFileAtomic(dir, "META", []byte(content)); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "META")); err != nil || string(b) != content {
+			t.Fatalf("got %q, %v; want %q", b, err, content)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, "missing"), "META", nil); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("into a missing directory: got %v, want an error naming it", err)
+	}
+}

@@ -1,0 +1,252 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/rules"
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// ruleStep is one request of a flow by rule.
+type ruleStep struct {
+	method     string
+	query      string // GET query, or POST body
+	wantStatus int
+	want       ruleDecision
+	wantRetry  string // Retry-After; "" for none
+	wantPolicy string
+}
+
+func runRuleSteps(t *testing.T, srvURL string, steps []ruleStep) {
+	t.Helper()
+	for i, s := range steps {
+		var r response
+		if s.method == http.MethodGet {
+			r = do(t, http.DefaultClient, s.method, srvURL+"/check_rate?"+s.query, "")
+		} else {
+			r = do(t, http.DefaultClient, s.method, srvURL+"/check_rate", s.query)
+		}
+		if r.status != s.wantStatus {
+			t.Fatalf("step %d %s %s: got status %d, want %d; body %s", i, s.method, s.query, r.status, s.wantStatus, r.body)
+		}
+		var got ruleDecision
+		decodeStrict(t, r.body, &got)
+		if got != s.want {
+			t.Errorf("step %d %s %s: got %+v, want %+v", i, s.method, s.query, got, s.want)
+		}
+		wantHeaders(t, r, map[string]string{"Retry-After": s.wantRetry, "RateLimit-Policy": s.wantPolicy})
+	}
+}
+
+func TestCheckByRule(t *testing.T) {
+	t.Parallel()
+	sys, _ := startClocked(t, actors.Config{})
+	st := newStore(t,
+		rules.Rule{Name: "login", Scale: time.Minute, Limit: 2},
+		rules.Rule{Name: "tb", Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 2},
+		rules.Rule{Name: "closed", Scale: time.Second, Limit: 0},
+		rules.Rule{Name: "watch", Scale: time.Minute, Limit: 1, Shadow: true},
+	)
+	srv := startServer(t, sys, api.Options{Rules: st})
+	ok := func(id, rule string, count, limit, resetMs int64) ruleDecision {
+		return ruleDecision{Allowed: true, ID: id, Rule: rule, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs}
+	}
+	no := func(id, rule string, count, limit, resetMs, retryMs int64) ruleDecision {
+		return ruleDecision{ID: id, Rule: rule, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs, RetryAfterMs: retryMs}
+	}
+	shadowNo := no("s", "watch", 1, 1, 60000, 60000)
+	shadowNo.Allowed, shadowNo.ShadowDenied = true, true
+	tests := []struct {
+		name  string
+		steps []ruleStep
+	}{
+		{"fixed window by GET and POST", []ruleStep{
+			{"GET", "id=a&rule=login", 200, ok("a", "login", 1, 2, 60000), "", `"login";q=2;w=60`},
+			{"POST", `{"id":"a","rule":"login"}`, 200, ok("a", "login", 2, 2, 60000), "", `"login";q=2;w=60`},
+			{"GET", "id=a&rule=login", 413, no("a", "login", 2, 2, 60000, 60000), "60", `"login";q=2;w=60`},
+			{"POST", `{"id":"a","rule":"login","hits":0}`, 413, no("a", "login", 2, 2, 60000, 60000), "60", `"login";q=2;w=60`},
+		}},
+		{"rule and ad hoc do not share counters", []ruleStep{
+			{"GET", "id=b&rule=login&hits=2", 200, ok("b", "login", 2, 2, 60000), "", `"login";q=2;w=60`},
+			{"GET", "id=b&scale=60000&limit=2", 200, ok("b", "", 1, 2, 60000), "", `"default";q=2;w=60`},
+		}},
+		{"token bucket rule with burst", []ruleStep{
+			{"GET", "id=c&rule=tb&hits=2", 200, ok("c", "tb", 2, 2, 200), "", `"tb";q=2;w=1`},
+			{"POST", `{"id":"c","rule":"tb"}`, 413, no("c", "tb", 2, 2, 200, 100), "1", `"tb";q=2;w=1`},
+		}},
+		{"limit 0 denies everything", []ruleStep{
+			{"GET", "id=d&rule=closed", 413, no("d", "closed", 0, 0, 1000, 1000), "1", `"closed";q=0;w=1`},
+		}},
+		{"shadow rule never denies", []ruleStep{
+			{"GET", "id=s&rule=watch", 200, ok("s", "watch", 1, 1, 60000), "", `"watch";q=1;w=60`},
+			{"GET", "id=s&rule=watch", 200, shadowNo, "", `"watch";q=1;w=60`},
+			{"POST", `{"id":"s","rule":"watch"}`, 200, shadowNo, "", `"watch";q=1;w=60`},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			runRuleSteps(t, srv.URL, tt.steps)
+		})
+	}
+}
+
+// TestCheckByRuleErrors checks the 400s of checks by rule, word for word.
+func TestCheckByRuleErrors(t *testing.T) {
+	t.Parallel()
+	sys := startSystem(t)
+	withRules := startServer(t, sys, api.Options{Rules: newStore(t, rules.Rule{Name: "login", Scale: time.Minute, Limit: 2})})
+	emptyRules := startServer(t, sys, api.Options{Rules: newStore(t)})
+	noRules := startServer(t, sys, api.Options{})
+	tests := []struct {
+		name   string
+		srv    string
+		method string
+		query  string // or body
+		want   errorBody
+	}{
+		{"rule and scale", withRules.URL, "GET", "id=a&rule=login&scale=1s", errorBody{"scale: must not be given with rule: it comes from the rule", "scale"}},
+		{"rule and limit", withRules.URL, "POST", `{"id":"a","rule":"login","limit":3}`, errorBody{"limit: must not be given with rule: it comes from the rule", "limit"}},
+		{"rule and algorithm", withRules.URL, "GET", "id=a&algorithm=token_bucket&rule=login", errorBody{"algorithm: must not be given with rule: it comes from the rule", "algorithm"}},
+		{"rule and burst", withRules.URL, "GET", "id=a&rule=login&burst=3", errorBody{"burst: must not be given with rule: it comes from the rule", "burst"}},
+		{"unknown rule", withRules.URL, "GET", "id=a&rule=logout", errorBody{"rule: is not a configured rule", "rule"}},
+		{"unknown rule post", withRules.URL, "POST", `{"id":"a","rule":"logout"}`, errorBody{"rule: is not a configured rule", "rule"}},
+		{"empty store", emptyRules.URL, "GET", "id=a&rule=login", errorBody{"rule: is not a configured rule", "rule"}},
+		{"no store", noRules.URL, "GET", "id=a&rule=login", errorBody{"rule: no rules are configured", "rule"}},
+		{"no store batch", noRules.URL, "POST", `[{"id":"a","scale":1000,"limit":1},{"id":"a","rule":"login"}]`, errorBody{"checks[1].rule: no rules are configured", "checks[1].rule"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var r response
+			if tt.method == "GET" {
+				r = do(t, http.DefaultClient, "GET", tt.srv+"/check_rate?"+tt.query, "")
+			} else {
+				r = do(t, http.DefaultClient, "POST", tt.srv+"/check_rate", tt.query)
+			}
+			if r.status != http.StatusBadRequest {
+				t.Fatalf("got status %d, want 400; body %s", r.status, r.body)
+			}
+			var got errorBody
+			decodeStrict(t, r.body, &got)
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRuleChangeSeenAtOnce changes a rule in the Store between two checks:
+// the second check sees the change, and the counts carry over.
+func TestRuleChangeSeenAtOnce(t *testing.T) {
+	t.Parallel()
+	sys, _ := startClocked(t, actors.Config{})
+	st := newStore(t, rules.Rule{Name: "api", Scale: time.Minute, Limit: 1})
+	srv := startServer(t, sys, api.Options{Rules: st})
+	get := func() response { return do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&rule=api", "") }
+	if r := get(); r.status != 200 {
+		t.Fatalf("first check: got status %d, want 200", r.status)
+	}
+	if r := get(); r.status != 413 {
+		t.Fatalf("second check: got status %d, want 413", r.status)
+	}
+	if _, err := st.Put(rules.Rule{Name: "api", Scale: time.Minute, Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{200, 200, 413} {
+		r := get()
+		if d := ruleDecisionOf(t, r); r.status != want || d.Limit != 3 || d.Count != min(int64(i)+2, 3) {
+			t.Errorf("after Put, check %d: got status %d %+v, want %d at limit 3 with count %d", i, r.status, d, want, min(i+2, 3))
+		}
+	}
+	if _, err := st.Delete("api"); err != nil {
+		t.Fatal(err)
+	}
+	r := get()
+	var e errorBody
+	decodeStrict(t, r.body, &e)
+	if r.status != 400 || e != (errorBody{"rule: is not a configured rule", "rule"}) {
+		t.Errorf("after Delete: got status %d %+v, want 400 unknown rule", r.status, e)
+	}
+}
+
+// ruleDecisionOf decodes a check by rule.
+func ruleDecisionOf(t testing.TB, r response) ruleDecision {
+	t.Helper()
+	var d ruleDecision
+	decodeStrict(t, r.body, &d)
+	return d
+}
+
+// TestFull fills a table of two buckets: a check that needs a third is
+// answered 503 with Retry-After, counted as "full", and consumes nothing.
+func TestFull(t *testing.T) {
+	t.Parallel()
+	sys, clk := startClocked(t, actors.Config{MaxBuckets: 2})
+	m := api.NewMetrics()
+	srv := startServer(t, sys, api.Options{Metrics: m, Rules: newStore(t,
+		rules.Rule{Name: "watch", Scale: 10 * time.Second, Limit: 5, Shadow: true})})
+	get := func(id string) response {
+		return do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?scale=10s&limit=5&id="+id, "")
+	}
+	for _, id := range []string{"a", "b"} {
+		if r := get(id); r.status != 200 {
+			t.Fatalf("id %s: got status %d, want 200; body %s", id, r.status, r.body)
+		}
+	}
+	steps := []struct {
+		name string
+		r    func() response
+	}{
+		{"GET", func() response { return get("c") }},
+		{"POST", func() response {
+			return do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `{"id":"c","scale":"10s","limit":5}`)
+		}},
+		{"batch", func() response {
+			return do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `[{"id":"a","scale":"10s","limit":5},{"id":"c","scale":"10s","limit":5}]`)
+		}},
+	}
+	for _, s := range steps {
+		r := s.r()
+		if r.status != http.StatusServiceUnavailable {
+			t.Fatalf("%s: got status %d, want 503; body %s", s.name, r.status, r.body)
+		}
+		var e errorBody
+		decodeStrict(t, r.body, &e)
+		if e != (errorBody{"the rate limiter is full (max buckets); retry", ""}) {
+			t.Errorf("%s: got %+v, want the full error", s.name, e)
+		}
+		// Room comes back as buckets expire: the table asks for a retry in 1s.
+		wantHeaders(t, r, map[string]string{"Retry-After": "1", "Content-Type": "application/json"})
+	}
+	// A shadow rule never denies, not even when the table is full.
+	r := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=c&rule=watch", "")
+	if d := ruleDecisionOf(t, r); r.status != 200 || !d.Allowed || !d.ShadowDenied {
+		t.Errorf("shadow rule on a full table: got %d %+v, want 200 allowed, shadow_denied", r.status, d)
+	}
+	// Nothing was consumed: a spends its second hit, not its third.
+	if d := decision(t, get("a")); d.Count != 2 {
+		t.Errorf("after the full batch: got count %d for a, want 2", d.Count)
+	}
+	// Once the window ends, the buckets expire and make room.
+	clk.Advance(10 * time.Second)
+	if r := get("c"); r.status != 200 {
+		t.Errorf("next window: got status %d, want 200; body %s", r.status, r.body)
+	}
+	got := scrape(t, srv.URL)
+	for k, v := range map[string]string{
+		`ratelimitd_checks_total{result="full"}`:    "4",
+		`ratelimitd_checks_total{result="allowed"}`: "4",
+	} {
+		if got[k] != v {
+			t.Errorf("got %s %q, want %q", k, got[k], v)
+		}
+	}
+	if st := sys.Stats(); st.Rejections != 4 {
+		t.Errorf("got %d rejections, want 4", st.Rejections)
+	}
+}

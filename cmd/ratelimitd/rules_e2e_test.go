@@ -1,0 +1,288 @@
+package main
+
+// End-to-end tests of the algorithms, named rules, the admin API and
+// bounded memory: the built daemon, real files, real listeners.
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// checkAlg sends GET /check_rate with an algorithm and burst.
+func (d *daemon) checkAlg(t *testing.T, id, alg string, scaleMs, limit, burst, hits int64) response {
+	t.Helper()
+	q := url.Values{}
+	q.Set("id", id)
+	q.Set("scale", fmt.Sprint(scaleMs))
+	q.Set("limit", fmt.Sprint(limit))
+	q.Set("hits", fmt.Sprint(hits))
+	q.Set("algorithm", alg)
+	if burst > 0 {
+		q.Set("burst", fmt.Sprint(burst))
+	}
+	return d.get(t, "/check_rate?"+q.Encode())
+}
+
+// TestE2EAlgorithms: every algorithm through the built daemon, by GET and
+// by POST, with exact counts, statuses and retry times.
+func TestE2EAlgorithms(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	hour := stableScaleMs(time.Now())
+	type step struct {
+		status             int
+		count, remaining   int64
+		retryMs, retryMsHi int64 // retry_after_ms within [retryMs, retryMsHi]
+	}
+	cases := []struct {
+		alg          string
+		scale, limit int64
+		burst        int64
+		steps        []step
+	}{
+		{"fixed_window", hour, 2, 0, []step{{200, 1, 1, 0, 0}, {200, 2, 0, 0, 0}, {413, 2, 0, 60_000, hour}}},
+		{"sliding_window", hour, 3, 0, []step{{200, 1, 2, 0, 0}, {200, 2, 1, 0, 0}, {200, 3, 0, 0, 0}, {413, 3, 0, 60_000, 2 * hour}}},
+		// 10 per hour, a bucket of 2: one token every 6 minutes.
+		{"token_bucket", 3_600_000, 10, 2, []step{{200, 1, 1, 0, 0}, {200, 2, 0, 0, 0}, {413, 2, 0, 359_000, 360_000}}},
+		// 100 per second, paced: the next turn is at most 10 ms away.
+		{"leaky_bucket", 1000, 100, 0, []step{{200, 1, 0, 0, 0}, {413, 1, 0, 1, 10}}},
+	}
+	for _, c := range cases {
+		for _, method := range []string{"GET", "POST"} {
+			id := c.alg + "-" + method
+			for i, s := range c.steps {
+				var r response
+				if method == "GET" {
+					r = d.checkAlg(t, id, c.alg, c.scale, c.limit, c.burst, 1)
+				} else {
+					body := fmt.Sprintf(`{"id":%q,"scale":%d,"limit":%d,"algorithm":%q`, id, c.scale, c.limit, c.alg)
+					if c.burst > 0 {
+						body += fmt.Sprintf(`,"burst":%d`, c.burst)
+					}
+					r, _ = d.do(t, http.MethodPost, "/check_rate", "application/json", strings.NewReader(body+"}"))
+				}
+				dec, ok := decodeDecision(t, r)
+				if !ok {
+					t.FailNow()
+				}
+				if r.status != s.status || dec.Count != s.count || dec.Remaining != s.remaining || dec.RetryAfterMs < s.retryMs || dec.RetryAfterMs > s.retryMsHi {
+					t.Fatalf("%s %s step %d: got %v, want status %d, count %d, remaining %d, retry_after_ms in [%d, %d]", c.alg, method, i, r, s.status, s.count, s.remaining, s.retryMs, s.retryMsHi)
+				}
+				if s.status == 413 && r.header.Get("Retry-After") == "" {
+					t.Fatalf("%s %s step %d: a denial without Retry-After", c.alg, method, i)
+				}
+			}
+		}
+	}
+}
+
+// TestE2EMaxBuckets: a flood of distinct ids against --max-buckets: the
+// overflow is refused with 503 and Retry-After, counted exactly.
+func TestE2EMaxBuckets(t *testing.T) {
+	t.Parallel()
+	const bound, flood = 500, 800
+	d := startDaemon(t, "--max-buckets", fmt.Sprint(bound), "--shards", "1")
+	scale := stableScaleMs(time.Now())
+	refused := 0
+	for i := range flood {
+		r := d.check(t, fmt.Sprint("id-", i), scale, 5, 1)
+		switch r.status {
+		case http.StatusOK:
+		case http.StatusServiceUnavailable:
+			if r.header.Get("Retry-After") == "" {
+				t.Fatalf("503 without Retry-After: %v", r)
+			}
+			refused++
+		default:
+			t.Fatalf("check %d: got %v", i, r)
+		}
+	}
+	if refused != flood-bound {
+		t.Fatalf("refused %d, want %d", refused, flood-bound)
+	}
+	if v, _ := d.metric(t, "ratelimitd_buckets"); v != bound {
+		t.Fatalf("ratelimitd_buckets %v, want %d", v, bound)
+	}
+	// A known id is still served at the bound.
+	if r := d.check(t, "id-0", scale, 5, 1); r.status != http.StatusOK {
+		t.Fatalf("a known id at the bound: got %v, want 200", r)
+	}
+}
+
+const rulesV1 = `rules:
+  - name: login
+    scale: 1h
+    limit: 3
+  - name: api
+    algorithm: token_bucket
+    scale: 60000
+    limit: 60
+    burst: 5
+    match:
+      prefix: /api
+`
+
+// startRulesDaemon writes rulesV1 and an admin token, and starts the daemon
+// with both; it returns the daemon, the rules file and the admin base URL.
+func startRulesDaemon(t *testing.T, flags ...string) (d *daemon, rulesFile, admin string) {
+	t.Helper()
+	dir := t.TempDir()
+	rulesFile = filepath.Join(dir, "rules.yaml")
+	writeFile(t, rulesFile, rulesV1)
+	tokenFile := filepath.Join(dir, "token")
+	writeFile(t, tokenFile, "s3cret\n")
+	d = startDaemon(t, append([]string{"--rules", rulesFile, "--admin-token-file", tokenFile, "--admin-listen", "127.0.0.1:0"}, flags...)...)
+	line, err := d.logs.waitLine(startTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "admin listening" })
+	if err != nil {
+		t.Fatalf("no admin listening line: %v\n%s", err, d.logs)
+	}
+	return d, rulesFile, "http://" + line["addr"]
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	// Write and rename, as editors do, so the watcher never sees half a file.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRule sends GET /check_rate?rule=…&id=….
+func (d *daemon) checkRule(t *testing.T, rule, id string) response {
+	t.Helper()
+	return d.get(t, "/check_rate?"+url.Values{"rule": {rule}, "id": {id}}.Encode())
+}
+
+// adminDo sends an admin request with token tok ("" for none).
+func adminDo(t *testing.T, method, u, tok, body string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// TestE2ERules: named rules from a file; a broken reload keeps the old
+// rules; a changed limit keeps the counts (no fresh budget); SIGHUP
+// reloads; the admin API needs its token, changes rules for the very next
+// check, resets and inspects; the public listener serves none of it.
+func TestE2ERules(t *testing.T) {
+	t.Parallel()
+	d, rulesFile, admin := startRulesDaemon(t, "--log-level", "debug")
+	for i := range 3 {
+		if r := d.checkRule(t, "login", "bob"); r.status != http.StatusOK {
+			t.Fatalf("login %d: got %v, want 200", i+1, r)
+		}
+	}
+	assertDenied(t, d.checkRule(t, "login", "bob"), http.StatusRequestEntityTooLarge, 3)
+
+	// A broken file: the old rules stay, the failure is logged and counted.
+	writeFile(t, rulesFile, "rules:\n  - name: login\n    scale: forever\n    limit: 3\n")
+	if _, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "rules reload failed; keeping the last good rules" }); err != nil {
+		t.Fatalf("no reload failure logged: %v\n%s", err, d.logs)
+	}
+	assertDenied(t, d.checkRule(t, "login", "bob"), http.StatusRequestEntityTooLarge, 3)
+	if v, _ := d.metric(t, "ratelimitd_rules_reloads_total"); v < 1 {
+		t.Fatalf("ratelimitd_rules_reloads_total %v, want ≥ 1", v)
+	}
+
+	// A good file raising the limit to 5: bob's count goes on from 3.
+	writeFile(t, rulesFile, strings.Replace(rulesV1, "limit: 3", "limit: 5", 1))
+	if _, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "rules reloaded" }); err != nil {
+		t.Fatalf("no reload logged: %v\n%s", err, d.logs)
+	}
+	r := d.checkRule(t, "login", "bob")
+	if dec, ok := decodeDecision(t, r); !ok || r.status != http.StatusOK || dec.Count != 4 || dec.Limit != 5 {
+		t.Fatalf("after raising the limit: got %v, want 200 with count 4 of 5", r)
+	}
+
+	// SIGHUP reloads on demand (the file is unchanged: nothing changes).
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool {
+		return rec["trigger"] == "signal" && strings.HasPrefix(rec["msg"], "rules")
+	}); err != nil {
+		t.Fatalf("SIGHUP: no reload logged: %v\n%s", err, d.logs)
+	}
+
+	// The admin API: its token, or 401.
+	for _, tok := range []string{"", "wrong"} {
+		if r := adminDo(t, "GET", admin+"/rules", tok, ""); r.status != http.StatusUnauthorized || r.header.Get("WWW-Authenticate") == "" {
+			t.Fatalf("GET /rules with token %q: got %v, want 401 with WWW-Authenticate", tok, r)
+		}
+	}
+	if r := adminDo(t, "GET", admin+"/rules", "s3cret", ""); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"login"`)) {
+		t.Fatalf("GET /rules: got %v, want 200 listing login", r)
+	}
+	// The public listener serves no admin endpoint.
+	for _, p := range []string{"/rules", "/buckets?id=bob", "/reset?id=bob&rule=login"} {
+		if r := d.get(t, p); r.status != http.StatusNotFound {
+			t.Fatalf("public GET %s: got %v, want 404", p, r)
+		}
+	}
+	// PUT a rule: the very next check uses it.
+	if r := adminDo(t, "PUT", admin+"/rules/burst", "s3cret", `{"algorithm":"fixed_window","scale":"1h","limit":1}`); r.status != http.StatusOK {
+		t.Fatalf("PUT /rules/burst: got %v, want 200", r)
+	}
+	if r := d.checkRule(t, "burst", "carol"); r.status != http.StatusOK {
+		t.Fatalf("first check by the new rule: got %v, want 200", r)
+	}
+	assertDenied(t, d.checkRule(t, "burst", "carol"), http.StatusRequestEntityTooLarge, 1)
+	// Inspect and reset.
+	if r := adminDo(t, "GET", admin+"/buckets?id=carol", "s3cret", ""); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"burst"`)) {
+		t.Fatalf("GET /buckets: got %v, want carol's bucket under rule burst", r)
+	}
+	if r := adminDo(t, "POST", admin+"/reset?id=carol&rule=burst", "s3cret", ""); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"deleted":1`)) {
+		t.Fatalf("POST /reset: got %v, want 1 deleted", r)
+	}
+	if r := d.checkRule(t, "burst", "carol"); r.status != http.StatusOK {
+		t.Fatalf("after reset: got %v, want 200", r)
+	}
+	// DELETE it: the next check by it is refused as unknown.
+	if r := adminDo(t, "DELETE", admin+"/rules/burst", "s3cret", ""); r.status != http.StatusOK {
+		t.Fatalf("DELETE /rules/burst: got %v, want 200", r)
+	}
+	if r := d.checkRule(t, "burst", "carol"); r.status != http.StatusBadRequest {
+		t.Fatalf("check by a deleted rule: got %v, want 400", r)
+	}
+}
+
+// TestE2EBadRulesFileRefusesStart: a rules file that does not validate
+// stops the start, before any journal is recovered, with a message naming
+// the rule, the field and the line.
+func TestE2EBadRulesFileRefusesStart(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, "rules:\n  - name: login\n    scale: 1h\n    limit: -2\n")
+	code, _, stderr := runDaemonOnce(t, "--listen", "127.0.0.1:0", "--rules", path)
+	if code != exitFailure || !strings.Contains(stderr, `login`) || !strings.Contains(stderr, "limit: must not be negative") || strings.Contains(stderr, "journal recovered") {
+		t.Fatalf("bad rules file: exit %d, stderr:\n%s\nwant exit 1 naming rule login and field limit", code, stderr)
+	}
+}
