@@ -53,8 +53,9 @@ func TestE2EAlgorithms(t *testing.T) {
 		{"sliding_window", hour, 3, 0, []step{{200, 1, 2, 0, 0}, {200, 2, 1, 0, 0}, {200, 3, 0, 0, 0}, {413, 3, 0, 60_000, 2 * hour}}},
 		// 10 per hour, a bucket of 2: one token every 6 minutes.
 		{"token_bucket", 3_600_000, 10, 2, []step{{200, 1, 1, 0, 0}, {200, 2, 0, 0, 0}, {413, 2, 0, 359_000, 360_000}}},
-		// 100 per second, paced: the next turn is at most 10 ms away.
-		{"leaky_bucket", 1000, 100, 0, []step{{200, 1, 0, 0, 0}, {413, 1, 0, 1, 10}}},
+		// 2 per hour, paced: the next turn is half an hour after the first
+		// (less the time between the requests; the unit tests pace exactly).
+		{"leaky_bucket", 3_600_000, 2, 0, []step{{200, 1, 0, 0, 0}, {413, 1, 0, 1_790_000, 1_800_000}}},
 	}
 	for _, c := range cases {
 		for _, method := range []string{"GET", "POST"} {
