@@ -240,16 +240,39 @@ func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
 // (see Request.Validate); the System facade validates before it asks.
 func (t *Table) Apply(req Request, now time.Time) Decision {
 	ns, ms := t.advance(now)
-	k := keyOf(&req)
-	g := t.groupOf(&k)
+	var k *groupKey
+	g := t.sameGroup(&req)
+	if g != nil {
+		k = &g.key
+	} else {
+		key := keyOf(&req)
+		k = &key
+		g = t.groupOf(k)
+	}
 	h := maphash.String(t.seed, req.ID)
 	switch {
 	case req.Algorithm == SlidingWindow:
-		return t.applySliding(g, &k, &req, h, ns, ms)
+		return t.applySliding(g, k, &req, h, ns, ms)
 	case req.Algorithm.gcra():
-		return t.applyGCRA(g, &k, &req, h, ns, ms)
+		return t.applyGCRA(g, k, &req, h, ns, ms)
 	}
-	return t.applyFixed(g, &k, &req, h, ns, ms)
+	return t.applyFixed(g, k, &req, h, ns, ms)
+}
+
+// sameGroup returns the previous request's group if req belongs to it, found
+// without building req's key; the windows only (a GCRA key needs its width
+// computed). Most traffic hits few groups.
+func (t *Table) sameGroup(req *Request) *group {
+	g := t.last
+	if g == nil || req.Algorithm.gcra() {
+		return nil
+	}
+	k := &g.key
+	if k.alg != req.Algorithm || k.scaleMs*msNs != int64(req.Scale) || k.ns != req.Namespace ||
+		(req.Namespace == "" && k.limit != req.Limit) {
+		return nil
+	}
+	return g
 }
 
 func (t *Table) applyFixed(g *group, k *groupKey, req *Request, h uint64, ns, ms int64) Decision {
