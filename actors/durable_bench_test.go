@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,4 +175,68 @@ func writeRecoveryData(b *testing.B, dir string, shards, n int, now time.Time) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkJournalGrowth drives a steady 10k checks/s (100k keys, one hit
+// each in turn, 1h windows) for 10 s, or RATELIMITD_GROWTH_SECONDS, with
+// the default journal settings, and reports the journal bytes per check,
+// the data directory's size on disk and the growth per hour that rate
+// makes until compaction (snapshots) bounds it.
+func BenchmarkJournalGrowth(b *testing.B) {
+	seconds := 10
+	if s := os.Getenv("RATELIMITD_GROWTH_SECONDS"); s != "" {
+		seconds, _ = strconv.Atoi(s)
+	}
+	const rate, keys = 10_000, 100_000
+	for range b.N {
+		dir := b.TempDir()
+		s, err := Start(context.Background(), Config{DataDir: dir, SweepInterval: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		start := time.Now()
+		sent := 0
+		tick := time.NewTicker(10 * time.Millisecond)
+		for time.Since(start) < time.Duration(seconds)*time.Second {
+			<-tick.C
+			due := int(time.Since(start).Seconds()*rate) - sent
+			for range due {
+				if _, err := s.Check(ctx, table.Request{ID: "client-" + strconv.Itoa(sent%keys), Scale: time.Hour, Limit: 1 << 30, Hits: 1}); err != nil {
+					b.Fatal(err)
+				}
+				sent++
+			}
+		}
+		tick.Stop()
+		var journal int64
+		for _, sh := range s.shards {
+			journal += sh.j.Size()
+		}
+		if err := s.Stop(ctx); err != nil {
+			b.Fatal(err)
+		}
+		disk := dirBytes(b, dir)
+		b.ReportMetric(float64(journal)/float64(sent), "journal-B/check")
+		b.ReportMetric(float64(journal)/float64(sent)*rate*3600/(1<<30), "GiB/h-before-compaction")
+		b.ReportMetric(float64(disk)/(1<<20), "MiB-on-disk")
+	}
+}
+
+// dirBytes is the disk space of the files under dir (allocated blocks).
+func dirBytes(b *testing.B, dir string) int64 {
+	var n int64
+	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && !fi.IsDir() {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
