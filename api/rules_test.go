@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,5 +250,80 @@ func TestFull(t *testing.T) {
 	}
 	if st := sys.Stats(); st.Rejections != 4 {
 		t.Errorf("got %d rejections, want 4", st.Rejections)
+	}
+}
+
+// TestReloadsUnderLoadGiveNoDoubleBudget: while 8 clients hit one id by
+// rule over HTTP, the rule set is replaced again and again (new versions,
+// the same limit, then a raised one): no request errors, and the id is
+// admitted exactly the rule's limit in its window — a reload never hands
+// out a fresh budget.
+func TestReloadsUnderLoadGiveNoDoubleBudget(t *testing.T) {
+	t.Parallel()
+	sys := startSystem(t)
+	login := rules.Rule{Name: "login", Algorithm: table.FixedWindow, Scale: time.Duration(longScaleSeconds) * time.Second, Limit: 50}
+	st, err := rules.NewStore([]rules.Rule{login})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, sys, api.Options{Rules: st})
+	const clients, each = 8, 40 // 320 tries for a limit of 50
+	var admitted, denied atomic.Int64
+	stop := make(chan struct{})
+	reloads := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { reloads <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := st.Replace([]rules.Rule{login, {Name: "other", Scale: time.Second, Limit: 1}}); err != nil {
+				t.Error(err)
+				return
+			}
+			n++
+		}
+	}()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for range each {
+				r := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?rule=login&id=victim", "")
+				switch r.status {
+				case http.StatusOK:
+					admitted.Add(1)
+				case http.StatusRequestEntityTooLarge:
+					denied.Add(1)
+				default:
+					t.Errorf("during reloads: got %d %s", r.status, r.body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	n := <-reloads
+	if admitted.Load() != 50 || denied.Load() != clients*each-50 {
+		t.Fatalf("admitted %d, denied %d across %d reloads; want exactly 50 admitted", admitted.Load(), denied.Load(), n)
+	}
+	if n == 0 {
+		t.Fatal("no reload happened during the load")
+	}
+	// Raising the limit keeps the count: 10 more, not a fresh 60.
+	login.Limit = 60
+	if _, err := st.Replace([]rules.Rule{login}); err != nil {
+		t.Fatal(err)
+	}
+	more := 0
+	for range 20 {
+		if do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?rule=login&id=victim", "").status == http.StatusOK {
+			more++
+		}
+	}
+	if more != 10 {
+		t.Fatalf("after raising the limit to 60: %d more admitted, want 10", more)
 	}
 }
