@@ -1,7 +1,9 @@
 package table
 
 import (
+	"cmp"
 	"hash/maphash"
+	"slices"
 	"time"
 
 	"github.com/tidwall/btree"
@@ -79,54 +81,91 @@ func (t *Table) rekey(old, moved item) {
 	}
 }
 
-// Changes calls fn with the record of every bucket changed since the last
-// call, each once, holding the bucket's full current state, after the
-// delete records of the buckets deleted meanwhile (a bucket deleted and
-// created again is reported deleted, then as it is now). The record is only
-// valid during the call. If fn returns an error, Changes stops and returns
-// it, and what it has not reported (the failed record included) stays for
-// the next call: a journal that could not take it gets it again. Changes
-// reports nothing unless Config.TrackChanges is set.
+// Changes calls fn with records holding the full current state of every
+// bucket changed since the last call, each once, after the deletions of
+// the buckets deleted meanwhile (a bucket deleted and created again is
+// reported deleted, then as it is now). A batch of changes is one record
+// (or a few, each about 64 KiB at most), so a journal appends it at once. A
+// record is only valid during the call. If fn returns an error, Changes
+// stops and returns it, and what it has not reported (the failed record
+// included) stays for the next call: a journal that could not take it gets
+// it again. Changes reports nothing unless Config.TrackChanges is set.
 func (t *Table) Changes(fn func(rec []byte) error) error {
+	if len(t.deleted)+len(t.changed) == 0 {
+		return nil
+	}
+	// By limit, so that each group entry is written once per run.
+	slices.SortFunc(t.changed, func(a, b item) int { return cmp.Compare(a.gid(), b.gid()) })
+	w := &t.w
+	w.reset(t.rec)
+	dFrom, cFrom := 0, 0 // the first deletion and change of the record being built
+	emit := func(dTo, cTo int) error {
+		if w.n == 0 {
+			return nil
+		}
+		if err := fn(w.b); err != nil {
+			t.deleted = t.deleted[:copy(t.deleted, t.deleted[dFrom:])]
+			t.changed = t.changed[:copy(t.changed, t.changed[cFrom:])]
+			return err
+		}
+		for _, it := range t.changed[cFrom:cTo] {
+			i := it.slot()
+			t.dirty[i/64] &^= 1 << (i % 64)
+		}
+		dFrom, cFrom = dTo, cTo
+		w.reset(w.b)
+		return nil
+	}
 	for k := range t.deleted {
 		del := &t.deleted[k]
-		t.rec = appendRecord(t.rec[:0], recordDelete, &del.key, del.window, &slot{id: del.id})
-		if err := fn(t.rec); err != nil {
-			t.deleted = t.deleted[:copy(t.deleted, t.deleted[k:])]
-			return err
+		w.del(&del.key, del.window, del.id)
+		if len(w.b) >= maxRecordBytes {
+			if err := emit(k+1, 0); err != nil {
+				return err
+			}
 		}
 	}
+	for k, it := range t.changed {
+		w.put(&t.byID[it.gid()].key, it.bucket, t.slots.at(it.slot()))
+		if len(w.b) >= maxRecordBytes {
+			if err := emit(len(t.deleted), k+1); err != nil {
+				return err
+			}
+		}
+	}
+	if err := emit(len(t.deleted), len(t.changed)); err != nil {
+		return err
+	}
+	t.rec = w.b
 	clear(t.deleted)
 	t.deleted = t.deleted[:0]
-	for k, it := range t.changed {
-		i := it.slot()
-		t.rec = appendRecord(t.rec[:0], recordPut, &t.byID[it.gid()].key, it.bucket, t.slots.at(i))
-		if err := fn(t.rec); err != nil {
-			t.changed = t.changed[:copy(t.changed, t.changed[k:])]
-			return err
-		}
-		t.dirty[i/64] &^= 1 << (i % 64)
-	}
 	t.changed = t.changed[:0]
 	return nil
 }
 
-// Pending returns how many records Changes has yet to report.
+// Pending returns how many buckets' changes Changes has yet to report.
 func (t *Table) Pending() int { return len(t.changed) + len(t.deleted) }
 
-// Restore applies one record, as Changes or Frozen.Records produced it: the
-// bucket it names takes the recorded state (created if missing), or is
+// Restore applies one record, as Changes or Frozen.Records produced it:
+// each bucket it names takes the recorded state (created if missing), or is
 // deleted. A bucket expired at now is not restored, so replaying an old
 // journal cannot resurrect it. Restore is idempotent: replaying records in
 // order, any number of times, leaves the last state of each bucket. It does
-// not mark the bucket changed. The table's clock moves to the bucket's last
+// not mark buckets changed. The table's clock moves to a bucket's last
 // modification if that is later than now. A record that does not decode
 // returns an error matching ErrBadRecord and changes nothing.
 func (t *Table) Restore(rec []byte, now time.Time) error {
-	d, err := decodeRecord(rec)
-	if err != nil {
+	if err := decodeRecord(rec, func(*decoded) error { return nil }); err != nil {
 		return err
 	}
+	return decodeRecord(rec, func(d *decoded) error {
+		t.restore(d, now)
+		return nil
+	})
+}
+
+// restore applies one decoded entry.
+func (t *Table) restore(d *decoded, now time.Time) {
 	if d.kind == recordPut {
 		t.advance(time.UnixMilli(d.slot.modified))
 	}
@@ -145,24 +184,20 @@ func (t *Table) Restore(rec []byte, now time.Time) error {
 		if prev, replaced := t.tree.SetHint(it, &t.hint); replaced {
 			t.unmark(prev.slot())
 			t.slots.release(prev.slot())
-			return nil
+			return
 		}
 		g.n++
 		if !g.indexed || it.bucket < g.minBucket {
 			t.reindex(g, it.bucket)
 		}
-		return nil
+		return
 	}
 	// A delete, or a state that has expired: the bucket must not be there.
 	if g != nil {
-		t.probe = d.slot.id
-		it, found := t.tree.Get(mkItem(g.id, d.window, h, probeSlot))
-		t.probe = ""
-		if found {
+		if it, found := t.find(g, d.window, h, d.slot.id); found {
 			t.remove(g, it)
 		}
 	}
-	return nil
 }
 
 // Frozen is a consistent, read-only copy of a Table at one moment, which
@@ -206,22 +241,31 @@ func (t *Table) Thaw(f *Frozen) {
 // Len returns the number of buckets in f, expired or not.
 func (f *Frozen) Len() int { return f.tree.Len() }
 
-// Records calls fn with the record of every bucket of f not expired at the
-// time of the Freeze, in key order. The record is only valid during the
-// call. If fn returns an error, Records stops and returns it. Records may run
-// on any goroutine, but not on two at once.
+// Records calls fn with records holding every bucket of f not expired at
+// the time of the Freeze, in key order, each record about 64 KiB at most. A
+// record is only valid during the call. If fn returns an error, Records
+// stops and returns it. Records may run on any goroutine, but not on two at
+// once.
 func (f *Frozen) Records(fn func(rec []byte) error) error {
 	var err error
-	var buf []byte
+	var w recordWriter
+	w.reset(nil)
 	f.tree.Scan(func(it item) bool {
 		k := &f.groups[it.gid()]
 		if k.expired(it.bucket, f.nowMs, f.ttlMs) {
 			return true
 		}
-		s := &f.pages[it.slot()>>pageBits].slots[it.slot()&(pageSize-1)]
-		buf = appendRecord(buf[:0], recordPut, k, it.bucket, s)
-		err = fn(buf)
-		return err == nil
+		w.put(k, it.bucket, &f.pages[it.slot()>>pageBits].slots[it.slot()&(pageSize-1)])
+		if len(w.b) >= maxRecordBytes {
+			if err = fn(w.b); err != nil {
+				return false
+			}
+			w.reset(w.b)
+		}
+		return true
 	})
+	if err == nil && w.n > 0 {
+		err = fn(w.b)
+	}
 	return err
 }

@@ -57,19 +57,39 @@ func TestRecordGolden(t *testing.T) {
 	s := slot{id: "user-42", count: 7, created: 1_700_000_030_123, modified: 1_700_000_031_000}
 	k := groupKey{alg: FixedWindow, scaleMs: 60_000, widthMs: 60_000, limit: 500}
 	window := int64(1_700_000_030_123 / 60_000)
-	got := hex.EncodeToString(appendRecord(nil, recordPut, &k, window, &s))
-	// put 01, fixed_window 00, no namespace 00, scale 60000 (e0d403),
-	// width 60000 (e0d403), limit 500 (f403), burst 00, window 28333333
-	// (zigzag: aad4821b), count 7 (07), aux 0 (00), created +50123 ms
-	// (zigzag: 968f06), modified +877 ms (zigzag: da0d), id "user-42" (07 …).
-	const want = "010000e0d403e0d403f40300aad4821b0700968f06da0d07757365722d3432"
+	var w recordWriter
+	w.reset(nil)
+	w.put(&k, window, &s)
+	s2 := slot{id: "user-43", count: 1, created: s.created, modified: s.created}
+	w.put(&k, window, &s2) // same limit: no second group entry
+	got := hex.EncodeToString(w.b)
+	// record 10; group 11: fixed_window 00, no namespace 00, scale 60000
+	// (e0d403), width 60000 (e0d403), limit 500 (f403), burst 00;
+	// put 01: window 28333333 (zigzag: aad4821b), count 7 (07), aux 0 (00),
+	// created +50123 ms (zigzag: 968f06), modified +877 ms (zigzag: da0d),
+	// id "user-42" (07 …); put 01: … id "user-43".
+	const want = "1011" + "0000e0d403e0d403f40300" +
+		"01aad4821b0700968f06da0d07757365722d3432" +
+		"01aad4821b0100968f060007757365722d3433"
 	if got != want {
 		t.Fatalf("record bytes changed:\ngot  %s\nwant %s\n(a format change needs a new kind byte and a decoder for the old one)", got, want)
 	}
-	d, err := decodeRecord(appendRecord(nil, recordPut, &k, window, &s))
-	if err != nil || d.slot != s || d.key != k || d.window != window || d.kind != recordPut {
-		t.Fatalf("decode: got %+v, %v; want %+v in window %d", d, err, s, window)
+	ds := decodeAll(t, w.b)
+	if len(ds) != 2 || ds[0].slot != s || ds[1].slot != s2 || ds[0].key != k || ds[0].window != window || ds[0].kind != recordPut {
+		t.Fatalf("decode: got %+v; want %+v and %+v in window %d", ds, s, s2, window)
 	}
+}
+
+// decodeAll returns the entries of records.
+func decodeAll(t testing.TB, recs ...[]byte) []decoded {
+	t.Helper()
+	var out []decoded
+	for _, rec := range recs {
+		if err := decodeRecord(rec, func(d *decoded) error { out = append(out, *d); return nil }); err != nil {
+			t.Fatalf("decode %x: %v", rec, err)
+		}
+	}
+	return out
 }
 
 func TestChangesReportEachChangedBucketOnce(t *testing.T) {
@@ -86,8 +106,8 @@ func TestChangesReportEachChangedBucketOnce(t *testing.T) {
 	tb.Apply(Request{ID: "d", Scale: time.Second, Limit: 1, Hits: 2}, at(8)) // denied: nothing
 	tb.Apply(Request{ID: "a", Scale: time.Minute, Limit: 3, Hits: 2}, at(9)) // denied: nothing
 	recs := collect(t, tb.Changes)
-	if len(recs) != 4 {
-		t.Fatalf("got %d records, want 4 (a, b, c per second; a per minute)", len(recs))
+	if n := len(decodeAll(t, recs...)); len(recs) != 1 || n != 4 {
+		t.Fatalf("got %d records of %d entries, want 1 of 4 (a, b, c per second; a per minute)", len(recs), n)
 	}
 	if tb.Pending() != 0 {
 		t.Fatalf("pending after Changes: got %d, want 0", tb.Pending())
@@ -116,27 +136,57 @@ func TestChangesKeepsWhatTheJournalRefused(t *testing.T) {
 		tb.Apply(Request{ID: id, Scale: time.Second, Limit: 10, Hits: 1}, at(0))
 	}
 	full := errors.New("disk full")
-	var took [][]byte
-	err := tb.Changes(func(rec []byte) error {
-		if len(took) == 1 {
-			return full
-		}
-		took = append(took, bytes.Clone(rec))
-		return nil
-	})
-	if !errors.Is(err, full) || len(took) != 1 || tb.Pending() != 2 {
-		t.Fatalf("got err %v, %d taken, %d pending; want disk full, 1, 2", err, len(took), tb.Pending())
+	err := tb.Changes(func(rec []byte) error { return full })
+	if !errors.Is(err, full) || tb.Pending() != 3 {
+		t.Fatalf("got err %v, %d pending; want disk full, 3", err, tb.Pending())
 	}
 	tb.Apply(Request{ID: "b", Scale: time.Second, Limit: 10, Hits: 1}, at(1)) // already pending
 	tb.Apply(Request{ID: "d", Scale: time.Second, Limit: 10, Hits: 1}, at(1))
 	rest := collect(t, tb.Changes)
-	if len(rest) != 3 {
-		t.Fatalf("after the refusal: got %d records, want 3 (b, c, d)", len(rest))
+	if n := len(decodeAll(t, rest...)); n != 4 {
+		t.Fatalf("after the refusal: got %d entries, want 4 (a, b, c, d)", n)
 	}
 	fresh := New(Config{})
-	restoreAll(t, fresh, append(took, rest...), at(2))
+	restoreAll(t, fresh, rest, at(2))
 	if got, want := snapshotOf(fresh, at(2)), snapshotOf(tb, at(2)); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("restored:\ngot  %v\nwant %v", got, want)
+	}
+}
+
+// TestChangesCutsLargeBatches: a batch larger than a record is cut into
+// records of about maxRecordBytes; when the journal refuses one, it and the
+// ones after it stay pending, and nothing is lost or doubled.
+func TestChangesCutsLargeBatches(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	const n = 20_000
+	for i := range n {
+		tb.Apply(Request{ID: fmt.Sprint("client-", i), Scale: time.Hour, Limit: 10, Hits: 1}, at(0))
+	}
+	refuse := errors.New("refused")
+	var took [][]byte
+	err := tb.Changes(func(rec []byte) error {
+		if len(rec) > maxRecordBytes+64 {
+			t.Errorf("record of %d bytes, want about %d at most", len(rec), maxRecordBytes)
+		}
+		if len(took) == 2 {
+			return refuse
+		}
+		took = append(took, bytes.Clone(rec))
+		return nil
+	})
+	first := len(decodeAll(t, took...))
+	if !errors.Is(err, refuse) || first == 0 || tb.Pending() != n-first {
+		t.Fatalf("got %v, %d entries taken, %d pending; want the refusal, and the rest (%d) pending", err, first, tb.Pending(), n-first)
+	}
+	rest := collect(t, tb.Changes)
+	if got := len(decodeAll(t, rest...)); got != n-first {
+		t.Fatalf("after the refusal: %d entries, want %d", got, n-first)
+	}
+	fresh := New(Config{})
+	restoreAll(t, fresh, append(took, rest...), at(1))
+	if fresh.Len() != n {
+		t.Fatalf("restored %d buckets, want %d", fresh.Len(), n)
 	}
 }
 
@@ -152,8 +202,8 @@ func TestSweptChangeIsNotReported(t *testing.T) {
 	tb.Apply(Request{ID: "c", Scale: time.Second, Limit: 10, Hits: 1}, at(1000))
 	fresh := New(Config{})
 	recs := collect(t, tb.Changes)
-	if len(recs) != 2 {
-		t.Fatalf("got %d records, want 2 (b and c)", len(recs))
+	if n := len(decodeAll(t, recs...)); n != 2 {
+		t.Fatalf("got %d entries, want 2 (b and c)", n)
 	}
 	restoreAll(t, fresh, recs, at(1000))
 	if got, want := snapshotOf(fresh, at(1000)), snapshotOf(tb, at(1000)); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -207,7 +257,10 @@ func TestRestoreRejectsBadRecords(t *testing.T) {
 	cases := map[string][]byte{
 		"empty":           nil,
 		"unknown kind":    mutate(func(b []byte) []byte { b[0] = 9; return b }),
-		"unknown alg":     mutate(func(b []byte) []byte { b[1] = 200; return b }),
+		"unknown entry":   mutate(func(b []byte) []byte { b[1] = 0x7f; return b }),
+		"unknown alg":     mutate(func(b []byte) []byte { b[2] = 200; return b }),
+		"entry first":     mutate(func(b []byte) []byte { return append([]byte{0x10}, b[bytes.IndexByte(b[2:], recordPut)+2:]...) }),
+		"no entry":        {0x10},
 		"truncated":       good[:len(good)-1],
 		"trailing byte":   append(bytes.Clone(good), 'x'),
 		"scale 0":         appendRecord(nil, recordPut, &groupKey{scaleMs: 0, widthMs: 0, limit: 5}, 1, &slot{id: "a"}),
@@ -323,22 +376,36 @@ func (t *Table) ttlMsDuration() time.Duration { return time.Duration(t.ttlMs) * 
 func FuzzRestore(f *testing.F) {
 	f.Add(appendRecord(nil, recordPut, &groupKey{scaleMs: 1000, widthMs: 1000, limit: 5}, 1_700_000, &slot{id: "a", count: 3, created: 1_700_000_000, modified: 1_700_000_500}))
 	f.Add(appendRecord(nil, recordDelete, &groupKey{scaleMs: 60_000, widthMs: 60_000, limit: 0}, -3, &slot{id: "bee"}))
-	f.Add([]byte{1, 0, 0x80})
+	f.Add([]byte{0x10, 0x11, 0, 0x80})
 	f.Fuzz(func(t *testing.T, rec []byte) {
-		d, err := decodeRecord(rec)
+		var ds []decoded
+		err := decodeRecord(rec, func(d *decoded) error { ds = append(ds, *d); return nil })
 		if err != nil {
 			if !errors.Is(err, ErrBadRecord) {
 				t.Fatalf("error %v does not match ErrBadRecord", err)
 			}
+			tb := New(Config{})
+			if err := tb.Restore(rec, time.Unix(0, 0)); err == nil || tb.Len() != 0 {
+				t.Fatalf("Restore of an undecodable record: %v, %d buckets", err, tb.Len())
+			}
 			return
 		}
 		// Whatever decodes re-encodes to a record that decodes the same.
-		again, err := decodeRecord(appendRecord(nil, d.kind, &d.key, d.window, &d.slot))
-		if err != nil || again != d {
-			t.Fatalf("re-encoded %+v decodes to %+v, %v", d, again, err)
+		var w recordWriter
+		w.reset(nil)
+		for i := range ds {
+			if ds[i].kind == recordPut {
+				w.put(&ds[i].key, ds[i].window, &ds[i].slot)
+			} else {
+				w.del(&ds[i].key, ds[i].window, ds[i].slot.id)
+			}
+		}
+		again := decodeAll(t, w.b)
+		if fmt.Sprint(again) != fmt.Sprint(ds) {
+			t.Fatalf("re-encoded %+v decodes to %+v", ds, again)
 		}
 		tb := New(Config{})
-		if err := tb.Restore(rec, time.UnixMilli(d.window*d.key.scaleMs)); err != nil {
+		if err := tb.Restore(rec, time.UnixMilli(ds[0].window*ds[0].key.widthMs)); err != nil {
 			t.Fatalf("Restore of a decodable record: %v", err)
 		}
 	})

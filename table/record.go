@@ -11,56 +11,102 @@ import (
 // record it cannot decode.
 var ErrBadRecord = errors.New("bad bucket record")
 
-// Record kinds: the first byte of a record, which also versions its layout.
+// Record and entry kinds. A record (what a journal stores as one payload)
+// is a batch of entries, each the full state of one bucket or its deletion,
+// so replaying records is idempotent and the last entry for a bucket wins:
+//
+//	record     0x10, then one or more entries
+//	group      0x11 algorithm(1) namespace(uvarint length, bytes)
+//	                scale(uvarint ms) width(uvarint ms) limit(uvarint) burst(uvarint)
+//	           the limit the entries after it belong to, until the next group
+//	put        0x01 window(varint) count(uvarint) aux(varint)
+//	                created(varint, ms after the window's start) modified(varint, ms after created)
+//	                id(uvarint length 1 to MaxIDLen, bytes)
+//	delete     0x02 window(varint) id(uvarint length, bytes)
+//
+// width is the key windows' width in ms (the scale, or a token or leaky
+// bucket's longer refill time); window is floor(unix_ms / width_ms); limit
+// and burst are 0 with a namespace (a rule's buckets), burst is 0 for the
+// windows; aux is a sliding window's previous count or a GCRA bucket's TAT
+// in ns after its window's start, else 0. An entry needs a group before it.
+// A put of a bucket with a 12-byte id takes about 22 bytes, and the group
+// is written once per run of entries of one limit.
 const (
-	recordPut    = 0x01 // the full state of one bucket
-	recordDelete = 0x02 // a bucket that no longer exists
+	recordBatch  = 0x10
+	entryGroup   = 0x11
+	recordPut    = 0x01
+	recordDelete = 0x02
 )
 
-// A record is the full state of one bucket (or its deletion), so replaying
-// records is idempotent and the last one for a bucket wins:
-//
-//	kind       1 byte   0x01 put, 0x02 delete
-//	algorithm  1 byte   0 fixed_window, 1 sliding_window, 2 token_bucket, 3 leaky_bucket
-//	namespace  uvarint length (0 to MaxNamespaceLen), then the bytes
-//	scale      uvarint  milliseconds
-//	width      uvarint  milliseconds: the key windows' width (the scale, or a
-//	                    token or leaky bucket's longer refill time)
-//	limit      uvarint  0 with a namespace
-//	burst      uvarint  0 with a namespace or for the windows
-//	window     varint   floor(unix_ms / width_ms)
-//	count      uvarint  put only
-//	aux        varint   put only: a sliding window's previous count, a GCRA
-//	                    bucket's TAT in ns after the window's start, else 0
-//	created    varint   put only: unix ms minus the window's start
-//	modified   varint   put only: unix ms minus created
-//	id length  uvarint  1 to MaxIDLen
-//	id         bytes
-//
-// A fixed-window record with a 12-byte id and no namespace takes about 32
-// bytes.
+// maxRecordBytes is about the largest record Changes and Records write; a
+// larger batch is cut into several records.
+const maxRecordBytes = 64 << 10
 
-// appendRecord appends the record of one bucket to b.
-func appendRecord(b []byte, kind byte, k *groupKey, window int64, s *slot) []byte {
-	b = append(b, kind, byte(k.alg))
+// recordWriter builds one record.
+type recordWriter struct {
+	b   []byte
+	cur groupKey
+	has bool // cur holds the group of the last entry
+	n   int  // entries
+}
+
+// reset starts a new record in buf's storage.
+func (w *recordWriter) reset(buf []byte) {
+	w.b, w.has, w.n = append(buf[:0], recordBatch), false, 0
+}
+
+// group writes a group entry unless k is the current group.
+func (w *recordWriter) group(k *groupKey) {
+	if w.has && w.cur == *k {
+		return
+	}
+	w.cur, w.has = *k, true
+	b := append(w.b, entryGroup, byte(k.alg))
 	b = binary.AppendUvarint(b, uint64(len(k.ns)))
 	b = append(b, k.ns...)
 	b = binary.AppendUvarint(b, uint64(k.scaleMs))
 	b = binary.AppendUvarint(b, uint64(k.widthMs))
 	b = binary.AppendUvarint(b, uint64(k.limit))
-	b = binary.AppendUvarint(b, uint64(k.burst))
-	b = binary.AppendVarint(b, window)
-	if kind == recordPut {
-		b = binary.AppendUvarint(b, uint64(s.count))
-		b = binary.AppendVarint(b, s.aux)
-		b = binary.AppendVarint(b, s.created-window*k.widthMs)
-		b = binary.AppendVarint(b, s.modified-s.created)
-	}
-	b = binary.AppendUvarint(b, uint64(len(s.id)))
-	return append(b, s.id...)
+	w.b = binary.AppendUvarint(b, uint64(k.burst))
 }
 
-// decoded is a record taken apart.
+// put appends the state of a bucket of group k in window.
+func (w *recordWriter) put(k *groupKey, window int64, s *slot) {
+	w.group(k)
+	b := append(w.b, recordPut)
+	b = binary.AppendVarint(b, window)
+	b = binary.AppendUvarint(b, uint64(s.count))
+	b = binary.AppendVarint(b, s.aux)
+	b = binary.AppendVarint(b, s.created-window*k.widthMs)
+	b = binary.AppendVarint(b, s.modified-s.created)
+	b = binary.AppendUvarint(b, uint64(len(s.id)))
+	w.b = append(b, s.id...)
+	w.n++
+}
+
+// del appends the deletion of a bucket of group k in window.
+func (w *recordWriter) del(k *groupKey, window int64, id string) {
+	w.group(k)
+	b := append(w.b, recordDelete)
+	b = binary.AppendVarint(b, window)
+	b = binary.AppendUvarint(b, uint64(len(id)))
+	w.b = append(b, id...)
+	w.n++
+}
+
+// appendRecord appends a record of one entry to b.
+func appendRecord(b []byte, kind byte, k *groupKey, window int64, s *slot) []byte {
+	var w recordWriter
+	w.reset(b)
+	if kind == recordDelete {
+		w.del(k, window, s.id)
+	} else {
+		w.put(k, window, s)
+	}
+	return w.b
+}
+
+// decoded is one entry taken apart.
 type decoded struct {
 	kind   byte
 	key    groupKey
@@ -124,11 +170,6 @@ func (r *recordReader) varint(field string, lo, hi int64) int64 {
 	return v
 }
 
-// maxMs bounds every time in a record (the year 292277026 in ms is far
-// beyond; this is the largest ms count whose ns fits an int64), so that
-// window arithmetic cannot overflow.
-const maxMs = int64(1<<63-1) / int64(time.Millisecond)
-
 // bytes reads n bytes.
 func (r *recordReader) bytes(field string, n int64) string {
 	if r.err != nil {
@@ -143,15 +184,12 @@ func (r *recordReader) bytes(field string, n int64) string {
 	return v
 }
 
-// decodeRecord takes a record apart, checking every field's range.
-func decodeRecord(b []byte) (decoded, error) {
-	r := recordReader{b: b}
-	var d decoded
-	k := &d.key
-	d.kind = r.byte("kind")
-	if r.err == nil && d.kind != recordPut && d.kind != recordDelete {
-		r.fail("kind", fmt.Sprintf("is %#x, not put (0x01) or delete (0x02)", d.kind))
-	}
+// maxMs bounds every time in a record (the largest ms count whose ns fits
+// an int64), so that window arithmetic cannot overflow.
+const maxMs = int64(1<<63-1) / int64(time.Millisecond)
+
+// group reads the fields of a group entry into k.
+func (r *recordReader) group(k *groupKey) {
 	k.alg = Algorithm(r.byte("algorithm"))
 	if r.err == nil && !k.alg.valid() {
 		r.fail("algorithm", fmt.Sprintf("is %d, unknown", k.alg))
@@ -165,10 +203,13 @@ func decodeRecord(b []byte) (decoded, error) {
 	}
 	k.limit = r.uvarint("limit", 1<<63-1)
 	k.burst = r.uvarint("burst", 1<<63-1)
-	if r.err == nil {
-		// Windows whose start in ms fits the table's time range.
-		d.window = r.varint("window", -maxMs/k.widthMs, maxMs/k.widthMs-1)
-	}
+}
+
+// entry reads a put or delete entry of group k into d.
+func (r *recordReader) entry(d *decoded) {
+	k := &d.key
+	d.window = r.varint("window", -maxMs/k.widthMs, maxMs/k.widthMs-1)
+	d.slot = slot{}
 	if d.kind == recordPut {
 		d.slot.count = r.uvarint("count", 1<<63-1)
 		switch {
@@ -183,12 +224,46 @@ func decodeRecord(b []byte) (decoded, error) {
 		d.slot.modified = d.slot.created + r.varint("modified", 0, k.widthMs-1)
 	}
 	n := r.uvarint("id length", MaxIDLen)
-	if r.err == nil && (n == 0 || int64(len(r.b)) != n) {
-		r.fail("id", fmt.Sprintf("has %d bytes, want %d (and at least 1)", len(r.b), n))
+	if r.err == nil && n == 0 {
+		r.fail("id", "is empty")
 	}
-	if r.err != nil {
-		return decoded{}, r.err
+	d.slot.id = r.bytes("id", n)
+}
+
+// decodeRecord takes a record apart, checking every field's range, and
+// calls fn with each entry (d is reused between calls). It stops at the
+// first error, from the record or from fn.
+func decodeRecord(b []byte, fn func(d *decoded) error) error {
+	r := recordReader{b: b}
+	if k := r.byte("kind"); r.err == nil && k != recordBatch {
+		r.fail("kind", fmt.Sprintf("is %#x, not a record (0x10)", k))
 	}
-	d.slot.id = string(r.b)
-	return d, nil
+	var d decoded
+	hasGroup, entries := false, 0
+	for r.err == nil && len(r.b) > 0 {
+		switch kind := r.byte("entry"); kind {
+		case entryGroup:
+			r.group(&d.key)
+			hasGroup = true
+		case recordPut, recordDelete:
+			if !hasGroup {
+				r.fail("entry", "comes before any group")
+				break
+			}
+			d.kind = kind
+			r.entry(&d)
+			if r.err == nil {
+				entries++
+				if err := fn(&d); err != nil {
+					return err
+				}
+			}
+		default:
+			r.fail("entry", fmt.Sprintf("kind is %#x, unknown", kind))
+		}
+	}
+	if r.err == nil && entries == 0 {
+		r.fail("record", "holds no entry")
+	}
+	return r.err
 }

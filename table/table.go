@@ -63,7 +63,8 @@ type Table struct {
 	dirty   []uint64 // bit per slot: changed since the last Changes
 	changed []item   // the buckets whose dirty bit is set, in the order first changed
 	deleted []deletion
-	rec     []byte // record buffer reused by Changes
+	rec     []byte       // record buffer reused by Changes
+	w       recordWriter // used by Changes
 }
 
 // item is one bucket's key in the ordered table. It is fixed-size so that
