@@ -11,6 +11,7 @@
 //	    limit: 5                 # required; integer ≥ 0; 0 denies everything
 //	    burst: 10                # optional; integer ≥ 0; 0 means limit; used by bucket algorithms only
 //	    shadow: true             # optional; count and report, never deny
+//	    key: header:X-API-Key    # optional; whose budget: ip (default), user, header:NAME or query:NAME
 //	    match:                   # optional; without it the rule is used only by name (?rule=login)
 //	      prefix: /api/login     # required in match; starts with "/"
 //	      method: POST           # optional; an HTTP method token
@@ -36,7 +37,7 @@
 //
 // Only the first error is reported, in file (or slice) order; within a rule,
 // structural faults (unknown or repeated keys, wrong types) come first, then
-// fields in the order name, algorithm, scale, limit, burst, shadow, match.
+// fields in the order name, algorithm, scale, limit, burst, shadow, key, match.
 // A duplicate name or ambiguous match is reported at the later of the two
 // rules.
 //

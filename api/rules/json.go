@@ -17,6 +17,7 @@ type jsonRule struct {
 	Limit     int64      `json:"limit"`
 	Burst     int64      `json:"burst"`
 	Shadow    bool       `json:"shadow"`
+	Key       string     `json:"key,omitempty"`
 	Match     *jsonMatch `json:"match,omitempty"`
 }
 
@@ -43,6 +44,7 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 		Limit:     r.Limit,
 		Burst:     r.Burst,
 		Shadow:    r.Shadow,
+		Key:       r.Key,
 	}
 	if !r.Match.IsZero() {
 		m := jsonMatch(r.Match)
@@ -132,6 +134,13 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 		default:
 			return fail("shadow", ruleBool)
 		}
+	}
+	if present(raw, "key") {
+		k, ok := jsonString(raw["key"])
+		if !ok {
+			return fail("key", ruleString)
+		}
+		out.Key = k
 	}
 	if present(raw, "match") {
 		var m map[string]json.RawMessage

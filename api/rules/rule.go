@@ -80,12 +80,47 @@ type Rule struct {
 	Burst int64
 	// Shadow makes the rule count and report without ever denying.
 	Shadow bool
+	// Key says whose budget a request spends under this rule, when the
+	// request does not name the id itself (the middleware, the proxy):
+	// "" or "ip" the client address, "header:NAME" a request header,
+	// "query:NAME" a query parameter, "user" the authenticated user.
+	Key string
 	// Match selects the requests the rule applies to; zero: used only by name.
 	Match Match
 }
 
+// Key sources of Rule.Key.
+const (
+	KeyIP     = "ip"
+	KeyUser   = "user"
+	KeyHeader = "header:"
+	KeyQuery  = "query:"
+)
+
+// MaxKeyNameLen is the longest header or query parameter name in a Key.
+const MaxKeyNameLen = 128
+
+// ruleKey is the rule of the key field.
+const ruleKey = `must be "ip", "user", "header:NAME" or "query:NAME" (a name of 1 to 128 token characters)`
+
+// checkKey returns the rule key breaks, or "".
+func checkKey(key string) string {
+	switch key {
+	case "", KeyIP, KeyUser:
+		return ""
+	}
+	name, ok := strings.CutPrefix(key, KeyHeader)
+	if !ok {
+		name, ok = strings.CutPrefix(key, KeyQuery)
+	}
+	if !ok || name == "" || len(name) > MaxKeyNameLen || !validMethod(name) {
+		return ruleKey
+	}
+	return ""
+}
+
 // Validate reports the first field of r that breaks its rule, in the order
-// name, algorithm, scale, limit, burst, match.prefix, match.method,
+// name, algorithm, scale, limit, burst, key, match.prefix, match.method,
 // match.host, as an *Error with Index -1. It makes the same checks as Parse
 // makes of each rule; the checks across rules (unique names, unambiguous
 // matches) are NewSet's. Match.Method and Match.Host may be in any case, and
@@ -117,6 +152,9 @@ func (r Rule) check() *Error {
 		return fail("limit", ruleNegative)
 	case r.Burst < 0:
 		return fail("burst", ruleNegative)
+	}
+	if msg := checkKey(r.Key); msg != "" {
+		return fail("key", msg)
 	}
 	if r.Match.IsZero() {
 		return nil

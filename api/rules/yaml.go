@@ -18,7 +18,7 @@ import (
 // The keys of the file format, in the order Marshal writes them.
 var (
 	fileKeys  = []string{"rules"}
-	ruleKeys  = []string{"name", "algorithm", "scale", "limit", "burst", "shadow", "match"}
+	ruleKeys  = []string{"name", "algorithm", "scale", "limit", "burst", "shadow", "key", "match"}
 	matchKeys = []string{"prefix", "method", "host"}
 )
 
@@ -81,6 +81,7 @@ func Marshal(rules []Rule) ([]byte, error) {
 			Limit:     r.Limit,
 			Burst:     r.Burst,
 			Shadow:    r.Shadow,
+			Key:       r.Key,
 		}
 		if !r.Match.IsZero() {
 			m := yamlMatch(r.Match)
@@ -111,6 +112,7 @@ type (
 		Limit     int64      `yaml:"limit"`
 		Burst     int64      `yaml:"burst,omitempty"`
 		Shadow    bool       `yaml:"shadow,omitempty"`
+		Key       string     `yaml:"key,omitempty"`
 		Match     *yamlMatch `yaml:"match,omitempty"`
 	}
 	yamlMatch struct {
@@ -133,6 +135,7 @@ type (
 		Limit     yaml.Node    `yaml:"limit"`
 		Burst     yaml.Node    `yaml:"burst"`
 		Shadow    yaml.Node    `yaml:"shadow"`
+		Key       yaml.Node    `yaml:"key"`
 		Match     *strictMatch `yaml:"match"`
 	}
 	strictMatch struct {
@@ -319,6 +322,15 @@ func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
 		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&r.Shadow) != nil {
 			return Rule{}, nil, fail("shadow", ruleBool, v.Line)
 		}
+	}
+	// key
+	if present("key") {
+		v := f["key"]
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
+			return Rule{}, nil, fail("key", ruleString, v.Line)
+		}
+		r.Key = v.Value
+		lines["key"] = v.Line
 	}
 	// match
 	if present("match") {
