@@ -54,6 +54,9 @@ type AdminOptions struct {
 	// Logger receives rule changes, resets and unexpected backend errors.
 	// Nil discards them.
 	Logger *slog.Logger
+	// Metrics, if set, is served on GET /metrics (with the token), for a
+	// daemon whose public listener serves something else (the proxy).
+	Metrics *Metrics
 }
 
 // Admin route paths.
@@ -78,6 +81,7 @@ type admin struct {
 	tokenSum [sha256.Size]byte
 	changed  func(*rules.Set)
 	log      *slog.Logger
+	metrics  *Metrics   // nil: no /metrics here
 	mu       sync.Mutex // serializes rule changes, so OnRulesChanged sees them in order
 }
 
@@ -102,6 +106,7 @@ func NewAdminHandler(opts AdminOptions) (http.Handler, error) {
 		tokenSum:  sha256.Sum256([]byte(opts.Token)),
 		changed:   opts.OnRulesChanged,
 		log:       opts.Logger,
+		metrics:   opts.Metrics,
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -175,6 +180,8 @@ func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if a.allow(w, r, http.MethodGet) {
 			a.stats(w)
 		}
+	case p == pathMetrics && a.metrics != nil:
+		a.metrics.Handler().ServeHTTP(w, r)
 	default:
 		a.notFound(w, r)
 	}

@@ -512,3 +512,29 @@ func TestAdminDeleteStopsMiddleware(t *testing.T) {
 		wantHeaders(t, r, map[string]string{"RateLimit-Policy": s.wantPolicy})
 	}
 }
+
+// TestAdminMetrics: with Metrics set, GET /metrics is served, behind the token.
+func TestAdminMetrics(t *testing.T) {
+	t.Parallel()
+	m := api.NewMetrics()
+	h, err := api.NewAdminHandler(api.AdminOptions{Backend: startSystem(t), Token: "tok", Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	if r := do(t, http.DefaultClient, "GET", srv.URL+"/metrics", ""); r.status != http.StatusUnauthorized {
+		t.Fatalf("GET /metrics without the token: got %d, want 401", r.status)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "ratelimitd_checks_total") {
+		t.Fatalf("GET /metrics with the token: got %d %.200s", resp.StatusCode, body)
+	}
+}

@@ -1,0 +1,324 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/api/rules"
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// ProxyLimit is one layer of a limiting proxy: at most Limit requests per
+// Scale, counted with Algorithm (Burst for the bucket algorithms).
+type ProxyLimit struct {
+	Scale     time.Duration
+	Limit     int64
+	Algorithm table.Algorithm
+	Burst     int64
+}
+
+// ProxyOptions configures NewProxy.
+type ProxyOptions struct {
+	// Upstream is where admitted requests go: scheme and host, and
+	// optionally a path prefix. Required.
+	Upstream *url.URL
+	// PerClient, PerHost and Global are the layers besides the URL rules;
+	// nil leaves a layer out. See NewProxy for the order.
+	PerClient, PerHost, Global *ProxyLimit
+	// Rules, when set, adds the layer of the URL rule Rules.Match picks for
+	// each request (its Key says whose budget it spends).
+	Rules *rules.Store
+	// ClientKey returns the client's key (the per-client layer's id, and a
+	// URL rule's for the "ip" key). Nil means the host of RemoteAddr. Give
+	// it a clientip.Resolver's Key to read forwarding headers from trusted
+	// proxies only.
+	ClientKey func(*http.Request) string
+	// TrustedPeer reports whether the direct peer is a trusted proxy, whose
+	// X-Forwarded-For is kept (the peer is appended to it); from any other
+	// peer the header is replaced by the peer alone. Nil trusts no one.
+	TrustedPeer func(*http.Request) bool
+	// UserFunc returns the authenticated user of a request, for rules keyed
+	// by "user"; nil means the HTTP Basic user name.
+	UserFunc func(*http.Request) string
+	// DenyStatus is the status of a denied request: 413 (the default,
+	// when zero) or 429.
+	DenyStatus int
+	// Transport reaches the upstream; nil means a pooled http.Transport
+	// with timeouts.
+	Transport http.RoundTripper
+	// Metrics, when set, records every decision.
+	Metrics *Metrics
+	// Logger receives upstream failures and unexpected errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Namespaces of the proxy's own layers: they hold characters rule names
+// cannot, so they never share a counter with a rule.
+const (
+	nsClient = "@client"
+	nsHost   = "@host"
+	nsGlobal = "@global"
+)
+
+// globalID is the id of the global layer's single bucket.
+const globalID = "*"
+
+// NewProxy returns a reverse proxy that rate-limits every request before
+// it reaches the upstream. Each request spends one hit in each layer, in
+// this fixed order:
+//
+//  1. per client (PerClient, keyed by ClientKey);
+//  2. per URL rule (the rule Rules.Match picks for the method, host and
+//     cleaned path; keyed by the rule's Key);
+//  3. per host (PerHost, keyed by the request's host, lower-case, without
+//     port);
+//  4. a global ceiling (Global, one bucket).
+//
+// The layers are checked all or nothing (System.CheckAll): a request
+// denied by any layer consumes nothing in the others. It is answered
+// DenyStatus with Retry-After (the longest wait of the layers that denied),
+// the RateLimit fields and the check_rate JSON body of the most restrictive
+// denial, and the upstream never sees it. A shadow rule is counted but
+// never denies. An admitted request is proxied with
+// net/http/httputil.ReverseProxy, bodies streamed both ways; hop-by-hop
+// headers are dropped, X-Forwarded-For gets the peer appended (see
+// TrustedPeer), and X-Forwarded-Host and X-Forwarded-Proto are set. An
+// unreachable upstream is answered 502 with a JSON error; its hit stays
+// counted. A Checker failure or a full table is answered 503 (fail closed).
+func NewProxy(c Checker, opts ProxyOptions) (http.Handler, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: Checker is nil", ErrInvalidOption)
+	}
+	if opts.Upstream == nil || (opts.Upstream.Scheme != "http" && opts.Upstream.Scheme != "https") || opts.Upstream.Host == "" {
+		return nil, fmt.Errorf("%w: Upstream must be an http or https URL with a host", ErrInvalidOption)
+	}
+	deny, err := denyStatus(opts.DenyStatus)
+	if err != nil {
+		return nil, err
+	}
+	for name, l := range map[string]*ProxyLimit{"PerClient": opts.PerClient, "PerHost": opts.PerHost, "Global": opts.Global} {
+		if l == nil {
+			continue
+		}
+		probe := table.Request{ID: "x", Scale: l.Scale, Limit: l.Limit, Algorithm: l.Algorithm, Burst: l.Burst, Hits: 1}
+		if err := probe.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidOption, name, err)
+		}
+	}
+	p := &proxy{
+		responder:   responder{denyStatus: deny},
+		checker:     c,
+		opts:        opts,
+		clientKey:   opts.ClientKey,
+		trustedPeer: opts.TrustedPeer,
+		user:        opts.UserFunc,
+		metrics:     opts.Metrics,
+		log:         opts.Logger,
+	}
+	if p.clientKey == nil {
+		p.clientKey = remoteHost
+	}
+	if p.trustedPeer == nil {
+		p.trustedPeer = func(*http.Request) bool { return false }
+	}
+	if p.user == nil {
+		p.user = basicUser
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	transport := opts.Transport
+	if transport == nil {
+		transport = &http.Transport{
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:          1024,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ResponseHeaderTimeout: 30 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}
+	}
+	upstream := *opts.Upstream
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&upstream)
+			pr.Out.Host = pr.In.Host // the upstream sees the host the client asked for
+			p.setForwarded(pr)
+		},
+		Transport: transport,
+		ErrorLog:  slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, r.Context().Err()) {
+				return // the client went away
+			}
+			p.log.Warn("proxy: upstream failed", "upstream", upstream.Host, "err", err)
+			p.writeError(w, http.StatusBadGateway, "", "the upstream is unreachable or failed: "+err.Error())
+		},
+	}
+	return p, nil
+}
+
+type proxy struct {
+	responder
+	checker     Checker
+	opts        ProxyOptions
+	rp          *httputil.ReverseProxy
+	clientKey   func(*http.Request) string
+	trustedPeer func(*http.Request) bool
+	user        func(*http.Request) string
+	metrics     *Metrics
+	log         *slog.Logger
+}
+
+// setForwarded sets X-Forwarded-For (the peer appended to a trusted peer's
+// chain, or the peer alone), X-Forwarded-Host and X-Forwarded-Proto.
+func (p *proxy) setForwarded(pr *httputil.ProxyRequest) {
+	peer := remoteHost(pr.In)
+	xff := peer
+	if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 && p.trustedPeer(pr.In) {
+		xff = strings.Join(prior, ", ") + ", " + peer
+	}
+	pr.Out.Header.Set("X-Forwarded-For", xff)
+	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
+	proto := "http"
+	if pr.In.TLS != nil {
+		proto = "https"
+	}
+	pr.Out.Header.Set("X-Forwarded-Proto", proto)
+}
+
+// basicUser is the default UserFunc: the HTTP Basic user name, or "".
+func basicUser(r *http.Request) string {
+	u, _, _ := r.BasicAuth()
+	return u
+}
+
+// ruleKey returns the id a request spends under rule r.
+func (p *proxy) ruleKey(r *http.Request, rule *rules.Rule) string {
+	var id string
+	switch {
+	case rule.Key == rules.KeyUser:
+		id = p.user(r)
+	case strings.HasPrefix(rule.Key, rules.KeyHeader):
+		id = r.Header.Get(strings.TrimPrefix(rule.Key, rules.KeyHeader))
+	case strings.HasPrefix(rule.Key, rules.KeyQuery):
+		id = r.URL.Query().Get(strings.TrimPrefix(rule.Key, rules.KeyQuery))
+	}
+	if id == "" || len(id) > table.MaxIDLen {
+		// No such key on this request (or an unusable one): the client
+		// spends its own budget rather than none.
+		id = p.clientKey(r)
+	}
+	return id
+}
+
+func layer(l *ProxyLimit, ns, id string) table.Request {
+	return table.Request{ID: id, Scale: l.Scale, Limit: l.Limit, Algorithm: l.Algorithm, Burst: l.Burst, Hits: 1, Namespace: ns}
+}
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var reqs [4]table.Request
+	var as [4]answer
+	n := 0
+	client := p.clientKey(r)
+	if client == "" {
+		p.writeError(w, http.StatusBadRequest, "", "the client address is unusable")
+		return
+	}
+	if l := p.opts.PerClient; l != nil {
+		reqs[n], as[n] = layer(l, nsClient, client), answer{id: client, scale: l.Scale}
+		n++
+	}
+	var shadow *table.Request
+	var shadowRule string
+	if p.opts.Rules != nil {
+		if rule, ok := p.opts.Rules.Match(r.Method, r.Host, cleanPath(r.URL.Path)); ok {
+			req := ruleRequest(rule, p.ruleKey(r, &rule), 1)
+			if rule.Shadow {
+				shadow, shadowRule = &req, rule.Name
+			} else {
+				reqs[n], as[n] = req, answer{id: req.ID, scale: rule.Scale, rule: rule.Name}
+				n++
+			}
+		}
+	}
+	if l := p.opts.PerHost; l != nil {
+		host := strings.ToLower(r.Host)
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if host == "" || len(host) > table.MaxIDLen {
+			p.writeError(w, http.StatusBadRequest, "", "the Host header is missing or too long")
+			return
+		}
+		reqs[n], as[n] = layer(l, nsHost, host), answer{id: host, scale: l.Scale}
+		n++
+	}
+	if l := p.opts.Global; l != nil {
+		reqs[n], as[n] = layer(l, nsGlobal, globalID), answer{id: globalID, scale: l.Scale}
+		n++
+	}
+	if n > 0 {
+		decs, allowed, err := p.checker.CheckAll(r.Context(), reqs[:n])
+		if err != nil {
+			p.record(start, p.answerCheckError(w, err))
+			return
+		}
+		for i := range n {
+			as[i].d = decs[i]
+		}
+		if !allowed {
+			p.record(start, p.writeBatchDenial(w, as[:n]))
+			return
+		}
+	}
+	res := resultAllowed
+	if shadow != nil {
+		// Counted, never enforced; a failure to count lets it through.
+		d, err := p.checker.Check(r.Context(), *shadow)
+		switch {
+		case err != nil:
+			p.log.Warn("proxy: shadow rule check failed", "rule", shadowRule, "err", err)
+		case !d.Allowed:
+			res = resultShadowDenied
+		}
+	}
+	if n > 0 {
+		if b := outcome(as[:n], true).binding; b >= 0 {
+			p.setRateLimitHeaders(w.Header(), &as[b])
+		}
+	}
+	p.record(start, res)
+	p.rp.ServeHTTP(w, r)
+}
+
+// writeBatchDenial answers a request some layer denied: the most
+// restrictive denial's decision, with Retry-After the longest wait.
+func (p *proxy) writeBatchDenial(w http.ResponseWriter, as []answer) result {
+	o := outcome(as, false)
+	if !o.limited {
+		p.writeFull(w, o.retry)
+		return o.res
+	}
+	a := as[o.binding]
+	a.d.RetryAfter = o.retry
+	p.writeDecision(w, &a, false)
+	return resultDenied
+}
+
+// record records a decision in the metrics, if any.
+func (p *proxy) record(start time.Time, res result) {
+	if p.metrics != nil {
+		p.metrics.record(res, start)
+	}
+}
