@@ -30,8 +30,9 @@ const (
 // responder writes check_rate answers and JSON errors. NewHandler and
 // Middleware share it, so both speak exactly the same format.
 type responder struct {
-	denyStatus int
-	bufs       sync.Pool // of *[]byte
+	denyStatus         int
+	noRateLimitHeaders bool      // leave RateLimit and RateLimit-Policy off (the middleware's option)
+	bufs               sync.Pool // of *[]byte
 }
 
 // maxPooledBuf is the largest buffer returned to the pool.
@@ -172,6 +173,10 @@ func (rs *responder) writeDecision(w http.ResponseWriter, a *answer, refund bool
 	if deny {
 		vals[4] = s[end:]
 		h[hdrRetryAfter] = vals[4:5:5]
+	}
+	if rs.noRateLimitHeaders {
+		delete(h, hdrRateLimitPolicy)
+		delete(h, hdrRateLimit)
 	}
 
 	b = appendDecisionJSON(b[:0], a)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,19 @@ type MiddlewareOptions struct {
 	// exist when Middleware is called; if it is deleted later, requests
 	// pass unlimited until it is put back.
 	Rule string
+	// UserFunc returns the authenticated user of a request, for rules
+	// keyed by "user"; nil means the HTTP Basic user name. A rule keyed by
+	// a header, a query parameter or the user counts a request that lacks
+	// one under KeyFunc's key.
+	UserFunc func(*http.Request) string
+	// OnDeny, if set, answers denied requests instead of the default 413
+	// JSON body; Retry-After and the RateLimit fields (unless
+	// NoRateLimitHeaders) are set before it is called. It is not called
+	// for a full table or a Checker failure (503).
+	OnDeny func(w http.ResponseWriter, r *http.Request, d table.Decision)
+	// NoRateLimitHeaders leaves the RateLimit and RateLimit-Policy fields
+	// off the responses (Retry-After stays on denials).
+	NoRateLimitHeaders bool
 }
 
 // Middleware returns a middleware that rate-limits the handler it wraps,
@@ -72,13 +86,19 @@ func Middleware(c Checker, opts MiddlewareOptions) (func(http.Handler) http.Hand
 		return nil, err
 	}
 	m := &middleware{
-		responder: responder{denyStatus: deny},
+		responder: responder{denyStatus: deny, noRateLimitHeaders: opts.NoRateLimitHeaders},
 		checker:   c,
 		scale:     opts.Scale,
 		limit:     opts.Limit,
 		key:       opts.KeyFunc,
 		rules:     opts.Rules,
 		rule:      opts.Rule,
+		user:      opts.UserFunc,
+		onDeny:    opts.OnDeny,
+		noHeaders: opts.NoRateLimitHeaders,
+	}
+	if m.user == nil {
+		m.user = basicUser
 	}
 	switch {
 	case opts.Rule != "":
@@ -130,6 +150,10 @@ type middleware struct {
 	key      func(*http.Request) string
 	rules    *rules.Store // nil: no rules
 	rule     string       // the rule of every request, or "": match
+
+	user      func(*http.Request) string
+	onDeny    func(http.ResponseWriter, *http.Request, table.Decision)
+	noHeaders bool
 }
 
 // ruleFor returns the rule that applies to r, if any.
@@ -148,7 +172,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		var req table.Request
 		var a answer
 		if rule, ok := m.ruleFor(r); ok {
-			req = ruleRequest(rule, m.key(r), 1)
+			req = ruleRequest(rule, ruleID(r, &rule, m.key, m.user), 1)
 			a.rule, a.shadow = rule.Name, rule.Shadow
 		} else if m.fallback {
 			req = table.Request{ID: m.key(r), Scale: m.scale, Limit: m.limit, Hits: 1}
@@ -165,10 +189,19 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		switch {
 		case a.denied() && d.Full:
 			m.writeFull(w, d.RetryAfter)
+		case a.denied() && m.onDeny != nil:
+			h := w.Header()
+			if !m.noHeaders {
+				m.setRateLimitHeaders(h, &a)
+			}
+			h[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(d), 10)}
+			m.onDeny(w, r, d)
 		case a.denied():
 			m.writeDecision(w, &a, false)
 		default:
-			m.setRateLimitHeaders(w.Header(), &a)
+			if !m.noHeaders {
+				m.setRateLimitHeaders(w.Header(), &a)
+			}
 			next.ServeHTTP(w, r)
 		}
 	})

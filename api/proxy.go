@@ -204,19 +204,27 @@ func basicUser(r *http.Request) string {
 
 // ruleKey returns the id a request spends under rule r.
 func (p *proxy) ruleKey(r *http.Request, rule *rules.Rule) string {
+	return ruleID(r, rule, p.clientKey, p.user)
+}
+
+// ruleID returns the id request r spends under rule: what the rule's Key
+// names (a header, a query parameter, the user), or the client's key when
+// the rule keys by address, or when the request lacks (or has an unusable)
+// value for the rule's key: the client then spends its own budget rather
+// than none.
+func ruleID(r *http.Request, rule *rules.Rule, clientKey, user func(*http.Request) string) string {
 	var id string
 	switch {
+	case rule.Key == "" || rule.Key == rules.KeyIP:
 	case rule.Key == rules.KeyUser:
-		id = p.user(r)
+		id = user(r)
 	case strings.HasPrefix(rule.Key, rules.KeyHeader):
-		id = r.Header.Get(strings.TrimPrefix(rule.Key, rules.KeyHeader))
+		id = r.Header.Get(rule.Key[len(rules.KeyHeader):])
 	case strings.HasPrefix(rule.Key, rules.KeyQuery):
-		id = r.URL.Query().Get(strings.TrimPrefix(rule.Key, rules.KeyQuery))
+		id = r.URL.Query().Get(rule.Key[len(rules.KeyQuery):])
 	}
 	if id == "" || len(id) > table.MaxIDLen {
-		// No such key on this request (or an unusable one): the client
-		// spends its own budget rather than none.
-		id = p.clientKey(r)
+		id = clientKey(r)
 	}
 	return id
 }
