@@ -41,8 +41,10 @@ type ProxyOptions struct {
 	// proxies only.
 	ClientKey func(*http.Request) string
 	// TrustedPeer reports whether the direct peer is a trusted proxy, whose
-	// X-Forwarded-For is kept (the peer is appended to it); from any other
-	// peer the header is replaced by the peer alone. Nil trusts no one.
+	// X-Forwarded-For is kept (the peer is appended to it) and whose
+	// X-Real-IP passes; from any other peer X-Forwarded-For is replaced by
+	// the peer alone and X-Real-IP is dropped. Forwarded is always dropped:
+	// the proxy speaks X-Forwarded-*. Nil trusts no one.
 	TrustedPeer func(*http.Request) bool
 	// UserFunc returns the authenticated user of a request, for rules keyed
 	// by "user"; nil means the HTTP Basic user name.
@@ -184,8 +186,14 @@ type proxy struct {
 func (p *proxy) setForwarded(pr *httputil.ProxyRequest) {
 	peer := remoteHost(pr.In)
 	xff := peer
-	if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 && p.trustedPeer(pr.In) {
+	trusted := p.trustedPeer(pr.In)
+	if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 && trusted {
 		xff = strings.Join(prior, ", ") + ", " + peer
+	}
+	pr.Out.Header.Del("Forwarded")
+	if !trusted {
+		// What an untrusted client says about itself goes no further.
+		pr.Out.Header.Del("X-Real-Ip")
 	}
 	pr.Out.Header.Set("X-Forwarded-For", xff)
 	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)

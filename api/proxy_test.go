@@ -248,10 +248,14 @@ func TestProxyForwardedFor(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		up := startUpstream(t)
 		srv := startProxy(t, up.URL, api.ProxyOptions{TrustedPeer: func(*http.Request) bool { return trusted }})
-		proxyGet(t, srv, "/", map[string]string{"X-Forwarded-For": "10.9.9.9, 203.0.113.5"})
+		proxyGet(t, srv, "/", map[string]string{"X-Forwarded-For": "10.9.9.9, 203.0.113.5", "Forwarded": "for=10.9.9.9", "X-Real-IP": "10.9.9.9"})
 		up.mu.Lock()
 		got := up.last.Header.Get("X-Forwarded-For")
+		fwd, real := up.last.Header.Get("Forwarded"), up.last.Header.Get("X-Real-IP")
 		up.mu.Unlock()
+		if fwd != "" || trusted != (real != "") {
+			t.Errorf("trusted=%v: upstream got Forwarded %q, X-Real-IP %q", trusted, fwd, real)
+		}
 		want := "127.0.0.1"
 		if trusted {
 			want = "10.9.9.9, 203.0.113.5, 127.0.0.1"

@@ -93,7 +93,7 @@ func New(cfg Config) (*Resolver, error) {
 		r.trusted = make([]netip.Prefix, len(cfg.Trusted))
 		for i, p := range cfg.Trusted {
 			if !p.IsValid() {
-				return nil, fmt.Errorf("%w: Trusted[%d]: invalid prefix %q", ErrBadConfig, i, p.String())
+				return nil, fmt.Errorf("%w: Trusted[%d]: not a valid prefix", ErrBadConfig, i)
 			}
 			r.trusted[i] = normPrefix(p)
 		}
@@ -129,6 +129,20 @@ func (r *Resolver) trusts(a netip.Addr) bool {
 	return false
 }
 
+// TrustsPeer reports whether the direct peer of req (its RemoteAddr, read
+// as by ClientIP) is inside Config.Trusted, that is, whether ClientIP reads
+// req's forwarding headers. A reverse proxy uses it to decide whether to
+// keep the forwarding headers it passes on (appending the peer) or to
+// replace them, by exactly the rule that picked the client. It is false
+// for a nil req or an unusable RemoteAddr.
+func (r *Resolver) TrustsPeer(req *http.Request) bool {
+	if req == nil {
+		return false
+	}
+	peer, ok := parseHop(req.RemoteAddr, true)
+	return ok && r.trusts(peer)
+}
+
 // ClientIP returns the client of req: the direct peer (req.RemoteAddr), or,
 // when the peer is a trusted proxy, the hop its forwarding headers name, by
 // the rules of the package documentation. The address has no zone and is
@@ -139,7 +153,7 @@ func (r *Resolver) ClientIP(req *http.Request) netip.Addr {
 	if req == nil {
 		return netip.Addr{}
 	}
-	peer, ok := parseHop(req.RemoteAddr)
+	peer, ok := parseHop(req.RemoteAddr, true)
 	if !ok {
 		return netip.Addr{}
 	}
@@ -255,7 +269,7 @@ func (w *walker) step(entry string) bool {
 		return false
 	}
 	w.budget--
-	a, ok := parseHop(entry)
+	a, ok := parseHop(entry, false)
 	if !ok {
 		return false
 	}

@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
@@ -49,6 +50,7 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/clientip"
 )
 
 // Exit codes of run.
@@ -101,6 +103,8 @@ type config struct {
 	rulesFile      string
 	adminListen    string
 	adminTokenFile string
+
+	proxy proxyConfig
 }
 
 // run is the daemon: it parses args, starts the actor system and the HTTP
@@ -132,6 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"on_journal_error", cfg.onJournalError,
 		"max_buckets", cfg.maxBuckets,
 		"evict_oldest", cfg.evictOldest,
+		"proxy_upstream", cfg.proxy.upstream,
 	)
 
 	metrics := api.NewMetrics()
@@ -172,18 +177,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// From here on every return path stops sys.
 	metrics.Observe(sys)
 
-	handler, err := api.NewHandler(sys, api.Options{
-		DenyStatus: cfg.denyStatus,
-		Metrics:    metrics,
-		Logger:     log.With("component", "api"),
-		Rules:      rs.store,
-	})
+	var handler http.Handler
+	if cfg.proxy.upstream != "" {
+		// Proxy mode: the public listener proxies everything; metrics are
+		// on the admin listener.
+		handler, err = newProxy(&cfg, log, sys, rs, metrics)
+	} else {
+		handler, err = api.NewHandler(sys, api.Options{
+			DenyStatus: cfg.denyStatus,
+			Metrics:    metrics,
+			Logger:     log.With("component", "api"),
+			Rules:      rs.store,
+		})
+	}
 	if err != nil {
 		log.Error("cannot build the HTTP handler", "err", err)
 		stopActors(log, sys, cfg.shutdownTimeout)
 		return exitFailure
 	}
-	admin, err := startAdmin(&cfg, log, sys, rs)
+	admin, err := startAdmin(&cfg, log, sys, rs, metrics)
 	if err != nil {
 		log.Error("cannot start the admin API", "err", err)
 		stopActors(log, sys, cfg.shutdownTimeout)
@@ -301,10 +313,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 		adminListen: "127.0.0.1:8081",
 	}
+	proxyMode := len(args) > 0 && args[0] == "proxy"
+	if proxyMode {
+		args = args[1:]
+	}
 	fs := flag.NewFlagSet("ratelimitd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: ratelimitd [flags]\n\nA rate-limiting HTTP server. Flags may be written with one or two dashes.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: ratelimitd [flags]\n       ratelimitd proxy --upstream URL [flags]\n\nA rate-limiting HTTP server, or (proxy) a rate-limiting reverse proxy. Flags may be written with one or two dashes.\n\n")
 		fs.PrintDefaults()
 	}
 
@@ -409,6 +425,43 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return nil
 	})
 	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token; without it the admin API is off")
+	upstream := func(s string) error {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("must be an http or https URL with a host, such as http://127.0.0.1:9000")
+		}
+		cfg.proxy.upstream = s
+		return nil
+	}
+	fs.Func("upstream", "proxy mode: the `URL` admitted requests are proxied to (same as --proxy-upstream)", upstream)
+	fs.Func("proxy-upstream", "serve as a rate-limiting reverse proxy to this `URL` instead of the check_rate API", upstream)
+	fs.Func("trusted-proxies", "comma-separated `CIDRs` (or IPs) of proxies whose X-Forwarded-For, Forwarded and X-Real-IP are believed (default none)", func(s string) error {
+		p, err := clientip.ParsePrefixes(s)
+		if err != nil {
+			return err
+		}
+		cfg.proxy.trusted = p
+		return nil
+	})
+	fs.Func("client-ip-header", "with --trusted-proxies, read only this forwarding `header` (Forwarded, X-Forwarded-For or X-Real-IP) instead of the first present in that order; set it to the header your proxy writes, so a client cannot pick its own address with another", func(s string) error {
+		switch strings.ToLower(s) {
+		case "forwarded", "x-forwarded-for", "x-real-ip":
+			cfg.proxy.header = s
+			return nil
+		}
+		return errors.New("must be Forwarded, X-Forwarded-For or X-Real-IP")
+	})
+	fs.Func("ipv6-prefix", "IPv6 clients are limited per `prefix` length, so rotating addresses of one allocation share a budget (default 64)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 128 {
+			return errors.New("must be an integer from 1 to 128")
+		}
+		cfg.proxy.ipv6Prefix = n
+		return nil
+	})
+	limitFlag(fs.Func, &cfg.proxy.client, "client-limit", "proxy mode: the per-client `limit` as LIMIT/SCALE[/ALGORITHM[/BURST]], e.g. 100/1s")
+	limitFlag(fs.Func, &cfg.proxy.host, "host-limit", "proxy mode: the per-host (domain) `limit`, LIMIT/SCALE[/ALGORITHM[/BURST]]")
+	limitFlag(fs.Func, &cfg.proxy.global, "global-limit", "proxy mode: the global ceiling, `LIMIT/SCALE[/ALGORITHM[/BURST]]`")
 	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
 
 	if err := fs.Parse(args); err != nil {
@@ -416,7 +469,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
-		err := fmt.Errorf("unexpected argument %q: ratelimitd takes flags only", fs.Arg(0))
+		err := fmt.Errorf("unexpected argument %q: ratelimitd takes flags only (or proxy, then flags)", fs.Arg(0))
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
+		return config{}, err
+	}
+	if proxyMode && cfg.proxy.upstream == "" && !cfg.version {
+		err := errors.New("ratelimitd proxy needs --upstream URL")
 		fmt.Fprintln(stderr, err)
 		fs.Usage()
 		return config{}, err

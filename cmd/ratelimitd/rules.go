@@ -113,7 +113,7 @@ type adminServer struct {
 
 // startAdmin serves the admin API on --admin-listen when an admin token is
 // configured; without one it serves nothing (and says so).
-func startAdmin(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet) (*adminServer, error) {
+func startAdmin(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, metrics *api.Metrics) (*adminServer, error) {
 	if cfg.adminTokenFile == "" {
 		log.Info("admin API off: no --admin-token-file")
 		return nil, nil
@@ -123,7 +123,7 @@ func startAdmin(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet) 
 		return nil, err
 	}
 	alog := log.With("component", "admin")
-	h, err := api.NewAdminHandler(api.AdminOptions{
+	opts := api.AdminOptions{
 		Backend: sys,
 		Rules:   rs.store,
 		Token:   tok,
@@ -131,7 +131,11 @@ func startAdmin(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet) 
 		OnRulesChanged: func(s *rules.Set) {
 			alog.Info("rules changed through the admin API", "version", s.Version(), "rules", s.Len())
 		},
-	})
+	}
+	if cfg.proxy.upstream != "" {
+		opts.Metrics = metrics // the public listener proxies: metrics are here
+	}
+	h, err := api.NewAdminHandler(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"strings"
 	"sync"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 // defaults is the config of no flags at all.
@@ -81,6 +84,17 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--rules", "rules.yaml"}, with(func(c *config) { c.rulesFile = "rules.yaml" })},
 		{[]string{"--admin-listen", "127.0.0.1:0"}, with(func(c *config) { c.adminListen = "127.0.0.1:0" })},
 		{[]string{"--admin-token-file", "/run/secrets/token"}, with(func(c *config) { c.adminTokenFile = "/run/secrets/token" })},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:9000"}, with(func(c *config) { c.proxy.upstream = "http://127.0.0.1:9000" })},
+		{[]string{"--proxy-upstream", "https://app.internal"}, with(func(c *config) { c.proxy.upstream = "https://app.internal" })},
+		{[]string{"--client-limit", "100/1s"}, with(func(c *config) { c.proxy.client = &api.ProxyLimit{Limit: 100, Scale: time.Second} })},
+		{[]string{"--global-limit", "600/1m/token_bucket/50"}, with(func(c *config) {
+			c.proxy.global = &api.ProxyLimit{Limit: 600, Scale: time.Minute, Algorithm: table.TokenBucket, Burst: 50}
+		})},
+		{[]string{"--trusted-proxies", "10.0.0.0/8, 192.0.2.1"}, with(func(c *config) {
+			c.proxy.trusted = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.1/32")}
+		})},
+		{[]string{"--ipv6-prefix", "56"}, with(func(c *config) { c.proxy.ipv6Prefix = 56 })},
+		{[]string{"--client-ip-header", "X-Forwarded-For"}, with(func(c *config) { c.proxy.header = "X-Forwarded-For" })},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
@@ -138,6 +152,14 @@ func TestParseFlagsInvalid(t *testing.T) {
 		{[]string{"--max-buckets", "lots"}, "-max-buckets"},
 		{[]string{"--on-full", "panic"}, "-on-full"},
 		{[]string{"--admin-listen", "8081"}, "-admin-listen"},
+		{[]string{"proxy"}, "--upstream"},
+		{[]string{"--upstream", "ftp://x"}, "-upstream"},
+		{[]string{"--client-limit", "100"}, "-client-limit"},
+		{[]string{"--client-limit", "0/1s"}, "-client-limit"},
+		{[]string{"--host-limit", "5/1s/nope"}, "-host-limit"},
+		{[]string{"--trusted-proxies", "10.0.0.0/33"}, "-trusted-proxies"},
+		{[]string{"--ipv6-prefix", "129"}, "-ipv6-prefix"},
+		{[]string{"--client-ip-header", "Cookie"}, "-client-ip-header"},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
