@@ -74,11 +74,8 @@ func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
 
 // Defaults of Options.
 const (
-	// DefaultTimeout bounds a request when Options.Timeout is 0.
-	DefaultTimeout = 2 * time.Second
-	// DefaultMaxIdleConnsPerHost is the keep-alive pool size when
-	// Options.MaxIdleConnsPerHost is 0.
-	DefaultMaxIdleConnsPerHost = 64
+	defaultTimeout             = 2 * time.Second
+	defaultMaxIdleConnsPerHost = 64
 )
 
 // Options configures New. Only BaseURL is required; every zero field means
@@ -90,10 +87,10 @@ type Options struct {
 	// query or fragment. Required.
 	BaseURL string
 	// Timeout bounds each request, from dialing to the end of the answer;
-	// 0 means DefaultTimeout. It must not be negative.
+	// 0 means 2s. It must not be negative.
 	Timeout time.Duration
 	// MaxIdleConnsPerHost is the number of keep-alive connections kept
-	// open to the service; 0 means DefaultMaxIdleConnsPerHost. Callers
+	// open to the service; 0 means 64. Callers
 	// beyond it still get connections, which are closed after use. It must
 	// not be negative.
 	MaxIdleConnsPerHost int
@@ -103,7 +100,9 @@ type Options struct {
 	// HTTPClient, if set, sends every request instead of a client built
 	// from Timeout and MaxIdleConnsPerHost: its own Timeout and Transport
 	// then apply, and Close leaves its connections alone (they are its
-	// owner's). Timeout still bounds the requests of Wait (see Wait).
+	// owner's). Timeout still bounds the requests of Wait (see Wait). The
+	// client built otherwise honours HTTP_PROXY, HTTPS_PROXY and NO_PROXY
+	// as net/http does, and does not follow redirects.
 	HTTPClient *http.Client
 	// Clock is the time source of Wait; nil means the system clock.
 	Clock Clock
@@ -130,11 +129,13 @@ type Client struct {
 	bufs sync.Pool // of *[]byte: request URLs and response bodies
 
 	closed atomic.Bool
-	// down is set while the service is unavailable (from the first failure
-	// to the next answer), so each outage is logged once; downSince is
-	// when it started, as Clock.Now's UnixNano.
+
+	// down is set while the service is unavailable, from the first failure
+	// to the next answer, so that each outage is logged once. It is read
+	// on every call and changed, with downSince, only under outage.
 	down      atomic.Bool
-	downSince atomic.Int64
+	outage    sync.Mutex
+	downSince time.Time // when the outage began, on the Clock
 }
 
 // New returns a Client of the service at opts.BaseURL. It checks opts but
@@ -164,7 +165,7 @@ func New(opts Options) (*Client, error) {
 		batchURL:  base + pathCheckRate,
 	}
 	if c.timeout == 0 {
-		c.timeout = DefaultTimeout
+		c.timeout = defaultTimeout
 	}
 	if c.clock == nil {
 		c.clock = systemClock{}
@@ -175,7 +176,7 @@ func New(opts Options) (*Client, error) {
 	if c.hc == nil {
 		idle := opts.MaxIdleConnsPerHost
 		if idle == 0 {
-			idle = DefaultMaxIdleConnsPerHost
+			idle = defaultMaxIdleConnsPerHost
 		}
 		c.transport = newTransport(c.timeout, idle)
 		c.hc = &http.Client{
@@ -270,10 +271,16 @@ func (c *Client) putBuf(p *[]byte) {
 // unavailable records that the service did not answer (err), logging the
 // start of an outage.
 func (c *Client) unavailable(ctx context.Context, err error) {
-	if c.down.Load() || !c.down.CompareAndSwap(false, true) {
+	if c.down.Load() {
 		return
 	}
-	c.downSince.Store(c.clock.Now().UnixNano())
+	c.outage.Lock()
+	defer c.outage.Unlock()
+	if c.down.Load() {
+		return
+	}
+	c.down.Store(true)
+	c.downSince = c.clock.Now()
 	msg := "ratelimitd unavailable; failing closed"
 	if c.failure == FailOpen {
 		msg = "ratelimitd unavailable; failing open"
@@ -284,9 +291,14 @@ func (c *Client) unavailable(ctx context.Context, err error) {
 // answered records that the service answered, logging the end of an
 // outage.
 func (c *Client) answered(ctx context.Context) {
-	if !c.down.Load() || !c.down.CompareAndSwap(true, false) {
+	if !c.down.Load() {
 		return
 	}
-	since := time.Unix(0, c.downSince.Load())
-	c.log.InfoContext(ctx, "ratelimitd available again", "outage", c.clock.Now().Sub(since))
+	c.outage.Lock()
+	defer c.outage.Unlock()
+	if !c.down.Load() {
+		return
+	}
+	c.down.Store(false)
+	c.log.InfoContext(ctx, "ratelimitd available again", "outage", c.clock.Now().Sub(c.downSince))
 }

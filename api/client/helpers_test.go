@@ -1,0 +1,212 @@
+package client_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/rules"
+	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
+)
+
+// clockStart is where manual clocks start: on a whole hour, so that every
+// window of a whole number of seconds up to an hour starts there.
+func clockStart() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+// longScale is a window no test run sees end (about once a year).
+const longScale = 8784 * time.Hour
+
+// startSystem starts a real actor system on the system clock, stopped when
+// the test ends.
+func startSystem(t testing.TB) *actors.System {
+	t.Helper()
+	return start(t, actors.Config{})
+}
+
+// startClocked starts a real actor system of one shard on a manual clock
+// reading clockStart, without sweeps; stopped when the test ends.
+func startClocked(t testing.TB) (*actors.System, *clocktest.Manual) {
+	t.Helper()
+	clk := clocktest.New(clockStart())
+	return start(t, actors.Config{Clock: clk, Shards: 1, SweepInterval: -1}), clk
+}
+
+func start(t testing.TB, cfg actors.Config) *actors.System {
+	t.Helper()
+	sys, err := actors.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("actors.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sys.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return sys
+}
+
+// startServer serves api.NewHandler(c, opts) on a loopback listener,
+// closed when the test ends.
+func startServer(t testing.TB, c api.Checker, opts api.Options) *httptest.Server {
+	t.Helper()
+	h, err := api.NewHandler(c, opts)
+	if err != nil {
+		t.Fatalf("NewHandler: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// serve serves h on a loopback listener, closed when the test ends.
+func serve(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newStore returns a rules store holding rs.
+func newStore(t testing.TB, rs ...rules.Rule) *rules.Store {
+	t.Helper()
+	st, err := rules.NewStore(rs)
+	if err != nil {
+		t.Fatalf("rules.NewStore: %v", err)
+	}
+	return st
+}
+
+// newClient returns a client of opts, closed when the test ends. A zero
+// Timeout becomes a minute: on a loaded machine a request can take longer
+// than the default, and only the tests of timeouts should see one.
+func newClient(t testing.TB, opts client.Options) *client.Client {
+	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Minute
+	}
+	c, err := client.New(opts)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", opts, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// deadURL returns the URL of a service nobody listens on: port 0, which
+// is never a listening port, so connecting is refused. (The port of a
+// closed test server could be taken again meanwhile by a server of a test
+// running in parallel.)
+func deadURL(testing.TB) string { return "http://127.0.0.1:0" }
+
+// manualClock is a client.Clock on a clocktest.Manual that the server's
+// actor system shares: Sleep advances it.
+type manualClock struct{ *clocktest.Manual }
+
+var _ client.Clock = manualClock{}
+
+func (m manualClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.Advance(d)
+	return nil
+}
+
+// fakeClock is a client.Clock that records every Sleep and moves its time
+// by it, never waiting; once budget has been slept in total, it cancels
+// the context of the Wait under test.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	total  time.Duration
+	sleeps []time.Duration
+	budget time.Duration      // 0: no budget
+	cancel context.CancelFunc // called when the budget is spent
+}
+
+var _ client.Clock = (*fakeClock)(nil)
+
+// newFakeClock returns a fakeClock reading clockStart that cancels when
+// budget has been slept, and the context it cancels.
+func newFakeClock(t testing.TB, budget time.Duration) (*fakeClock, context.Context) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return &fakeClock{now: clockStart(), budget: budget, cancel: cancel}, ctx
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.sleeps = append(f.sleeps, d)
+	f.now = f.now.Add(d)
+	f.total += d
+	spent := f.budget > 0 && f.total >= f.budget
+	f.mu.Unlock()
+	if spent {
+		f.cancel()
+		return ctx.Err()
+	}
+	return nil
+}
+
+// slept returns the sleeps so far.
+func (f *fakeClock) slept() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Duration(nil), f.sleeps...)
+}
+
+// logRecorder is a slog.Handler that keeps every record's level and
+// message.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+// lines returns the records so far, one "LEVEL message" each.
+func (l *logRecorder) lines() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.msgs, "\n")
+}
+
+// decisionJSON is a well-formed allowed decision body, for tiny handlers.
+const decisionJSON = `{"allowed":true,"id":"x","count":1,"limit":10,"remaining":9,"reset_ms":1000,"retry_after_ms":0}`
+
+// writeJSON answers status with body as JSON.
+func writeJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+// slogOf returns a logger writing to r.
+func slogOf(r *logRecorder) *slog.Logger { return slog.New(r) }
