@@ -502,5 +502,20 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 				c.h.ServeHTTP(w, reqs[i%len(reqs)])
 			}
 		})
+		// As a loaded server runs it: 64 requests in flight per proc.
+		b.Run(c.name+"/parallel", func(b *testing.B) {
+			var next atomic.Int64
+			b.SetParallelism(64)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				w := &discardWriter{h: make(http.Header)}
+				i := int(next.Add(1)) * 7
+				for pb.Next() {
+					i++
+					clear(w.h)
+					c.h.ServeHTTP(w, reqs[i%len(reqs)])
+				}
+			})
+		})
 	}
 }
