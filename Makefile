@@ -39,6 +39,10 @@ staticcheck: ## staticcheck, at a pinned version.
 bench: ## Run every benchmark (no tests), with allocations.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
+.PHONY: bench-compare
+bench-compare: ## Compare with other limiters (bench/, its own module); writes bench/RESULTS.md, bench/charts/.
+	cd bench && $(GO) run ./cmd/compare
+
 fuzz: ## Run each Fuzz target for FUZZTIME (default 20s), one after another.
 	@set -e; \
 	targets="$$($(GO) test -list '^Fuzz' -run '^$$' ./... | \
