@@ -35,7 +35,7 @@ func countingServer(t testing.TB) (*httptest.Server, *atomic.Int64) {
 }
 
 // TestKeepAlive: sequential calls of every kind, allowed and denied,
-// reuse one connection.
+// reuse their connection.
 func TestKeepAlive(t *testing.T) {
 	t.Parallel()
 	srv, conns := countingServer(t)
@@ -63,8 +63,11 @@ func TestKeepAlive(t *testing.T) {
 	if allowed != 100 {
 		t.Errorf("got %d allowed, want 100", allowed)
 	}
-	if n := conns.Load(); n != 1 {
-		t.Errorf("got %d connections, want 1", n)
+	// One connection, or very few: net/http returns a connection to its
+	// idle pool from another goroutine, so under load the next call can
+	// start before it is back and dial once more.
+	if n := conns.Load(); n < 1 || n > 3 {
+		t.Errorf("got %d connections for 318 calls, want 1 (at most 3)", n)
 	}
 }
 
