@@ -157,12 +157,16 @@ func TestLateAnswersAreReported(t *testing.T) {
 	waitAsked(t, fast)
 	clock.BlockUntil(1)
 	clock.Advance(10 * time.Second) // slow has not answered round 1
-	if got := rep.next(t); got.Complete || got.Deleted != 5 || got.Batches != 2 {
-		t.Fatalf("round 1: got %+v, want incomplete, 5 deleted, 2 batches", got)
+	r1 := rep.next(t)
+	if r1.Complete || r1.Batches != 2 {
+		t.Fatalf("round 1: got %+v, want incomplete with 2 batches", r1)
 	}
 	slow.gate <- struct{}{} // the late answer to round 1: 7 deleted
 	slow.gate <- struct{}{} // its answer to round 2: nothing left
-	if got := rep.next(t); !got.Complete || got.Deleted != 7 || got.Batches != 2 {
-		t.Fatalf("round 2: got %+v, want complete with the 7 deleted late, 2 batches", got)
+	r2 := rep.next(t)
+	// fast's 5 are in round 1, or, if its answer too came after the tick,
+	// in round 2; slow's 7 are always in round 2. Nothing is lost.
+	if !r2.Complete || r2.Batches != 2 || r2.Deleted < 7 || r1.Deleted+r2.Deleted != 12 {
+		t.Fatalf("rounds: got %+v then %+v, want 12 deleted in all, the late 7 in round 2", r1, r2)
 	}
 }
