@@ -124,8 +124,8 @@ func depVersion(path string) string {
 	return "?"
 }
 
-// ratelimitdVersion names the working tree: its commit and whether it has
-// uncommitted changes.
+// ratelimitdVersion names the working tree: its commit and whether the
+// module's files (bench/ aside) have uncommitted changes.
 func (r *runner) ratelimitdVersion(ctx context.Context) string {
 	cmd := exec.CommandContext(ctx, "git", "-C", r.rootDir, "rev-parse", "--short", "HEAD")
 	out, err := cmd.Output()
@@ -133,7 +133,7 @@ func (r *runner) ratelimitdVersion(ctx context.Context) string {
 		return "working tree (no git)"
 	}
 	v := "working tree at " + strings.TrimSpace(string(out))
-	st, err := exec.CommandContext(ctx, "git", "-C", r.rootDir, "status", "--porcelain", "--untracked-files=no").Output()
+	st, err := exec.CommandContext(ctx, "git", "-C", r.rootDir, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench").Output()
 	if err == nil && len(bytes.TrimSpace(st)) > 0 {
 		v += " + uncommitted changes"
 	}

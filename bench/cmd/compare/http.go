@@ -275,7 +275,7 @@ func (r *runner) startRedis(ctx context.Context) error {
 	}
 	r.group.Add(p)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	rdb := serve.NewRedisClient(addr, 1)
+	rdb := serve.NewRedisClient(addr, 1, 5*time.Second)
 	defer rdb.Close()
 	deadline := time.Now().Add(15 * time.Second)
 	for {

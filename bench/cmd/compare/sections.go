@@ -154,7 +154,7 @@ func (r *runner) memorySection(ctx context.Context) error {
 		r.logf("memory: Redis skipped: %s", r.redisErr)
 		return nil
 	}
-	rdb := serve.NewRedisClient(r.redisAddr, 8)
+	rdb := serve.NewRedisClient(r.redisAddr, 8, 2*time.Minute)
 	defer rdb.Close()
 	if m.Redis, err = scaling.RedisMemory(ctx, rdb, points); err != nil {
 		r.fail("memory, Redis: %v", err)
@@ -169,7 +169,7 @@ func (r *runner) memorySection(ctx context.Context) error {
 func (r *runner) sweepSection(ctx context.Context) error {
 	vsExpired := [][2]int{{100_000, 1_000}, {100_000, 10_000}, {100_000, 100_000}, {100_000, 1_000_000}}
 	vsLive := [][2]int{{10_000, 10_000}, {100_000, 10_000}, {1_000_000, 10_000}, {10_000_000, 10_000}}
-	reps := 5
+	reps := 7
 	if r.o.short {
 		vsExpired = [][2]int{{10_000, 1_000}, {10_000, 10_000}, {10_000, 100_000}}
 		vsLive = [][2]int{{1_000, 10_000}, {10_000, 10_000}, {100_000, 10_000}}

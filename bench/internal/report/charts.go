@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,15 +65,45 @@ func save(p *plot.Plot, w, h vg.Length, path string) error {
 	return p.Save(w, h, path)
 }
 
-// humanTicks are logarithmic ticks labelled 1k, 10k, 1M rather than 1e+06.
+// humanTicks are logarithmic ticks labelled 1k, 10k, 1M rather than 1e+06;
+// over less than three decades the 2s and 5s are labelled too.
 type humanTicks struct{}
 
 func (humanTicks) Ticks(lo, hi float64) []plot.Tick {
 	ts := plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	narrow := hi/lo < 1000
 	for i, t := range ts {
 		if t.Label != "" {
 			ts[i].Label = human(t.Value)
+			continue
 		}
+		m := t.Value / math.Pow(10, math.Floor(math.Log10(t.Value)+1e-9))
+		if narrow && (math.Abs(m-2) < 1e-6 || math.Abs(m-5) < 1e-6) {
+			ts[i].Label = human(t.Value)
+		}
+	}
+	return ts
+}
+
+// linearTicks are ticks at a round step (1, 2 or 5 × 10^k) giving about
+// five labelled ticks, labelled without trailing zeros.
+type linearTicks struct{}
+
+func (linearTicks) Ticks(lo, hi float64) []plot.Tick {
+	if hi <= lo {
+		return nil
+	}
+	mag := math.Pow(10, math.Floor(math.Log10((hi-lo)/5)))
+	step := 10 * mag
+	for _, m := range []float64{1, 2, 5} {
+		if (hi-lo)/(m*mag) <= 6 {
+			step = m * mag
+			break
+		}
+	}
+	var ts []plot.Tick
+	for k := math.Ceil(lo / step); k*step <= hi+step*1e-9; k++ {
+		ts = append(ts, plot.Tick{Value: k * step, Label: human(k * step)})
 	}
 	return ts
 }
@@ -140,6 +171,7 @@ func httpBars(h *HTTP) (*plot.Plot, vg.Length, vg.Length, error) {
 	p.X.Min, p.X.Max = -0.6, float64(len(vals))-0.4
 	p.Y.Min = 0
 	p.Y.Max *= 1.12
+	p.Y.Tick.Marker = linearTicks{}
 	return p, 7 * vg.Inch, 4 * vg.Inch, nil
 }
 
@@ -165,6 +197,7 @@ func latencyCDF(h *HTTP) (*plot.Plot, vg.Length, vg.Length, error) {
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = humanTicks{}
 	p.Y.Min, p.Y.Max = 0, 1
+	p.Y.Tick.Marker = linearTicks{}
 	for i, pe := range okPeers(h) {
 		xys := make(plotter.XYs, 0, len(pe.CDF))
 		for _, c := range pe.CDF {
@@ -226,8 +259,11 @@ func embeddedBars(e *Embedded) (*plot.Plot, vg.Length, vg.Length, error) {
 	names := make([]string, len(cases))
 	for i, c := range cases {
 		d := c.dist
-		if strings.HasPrefix(d, "zipf") {
+		switch {
+		case strings.HasPrefix(d, "zipf"):
 			d = "zipf"
+		case d == "uniform":
+			d = "unif"
 		}
 		names[i] = fmt.Sprintf("%s/%s/%d", count(c.keys), d, c.goroutines)
 	}
@@ -237,7 +273,8 @@ func embeddedBars(e *Embedded) (*plot.Plot, vg.Length, vg.Length, error) {
 	p.Legend.XOffs = vg.Points(10)
 	p.Y.Min = 0
 	p.Y.Max *= 1.45
-	width := vg.Length(max(7, 0.9*float64(len(cases)))) * vg.Inch
+	p.Y.Tick.Marker = linearTicks{}
+	width := vg.Length(max(7, 1.0*float64(len(cases)))) * vg.Inch
 	return p, width, 4.5 * vg.Inch, nil
 }
 
@@ -319,7 +356,8 @@ func sweepVsLive(s *Sweep) (*plot.Plot, vg.Length, vg.Length, error) {
 	if err := addLine(p, xys, 1, "table.DeleteExpired"); err != nil {
 		return nil, 0, 0, err
 	}
-	p.Y.Min, p.Y.Max = 0, top*1.5
+	p.Y.Min, p.Y.Max = 0, top*1.4
+	p.Y.Tick.Marker = linearTicks{}
 	p.Legend.Top = true
 	p.Legend.XOffs = vg.Points(-10)
 	return p, 7 * vg.Inch, 4.5 * vg.Inch, nil

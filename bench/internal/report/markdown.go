@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ratelimitd/ratelimitd/bench/internal/scaling"
 )
@@ -44,7 +46,7 @@ func (b *md) table(header []string, rows [][]string) {
 	seps := make([]string, len(header))
 	for i := range seps {
 		seps[i] = "---"
-		if i > 0 {
+		if numeric(rows, i) {
 			seps[i] = "--:"
 		}
 	}
@@ -53,6 +55,23 @@ func (b *md) table(header []string, rows [][]string) {
 		b.p("| %s |", strings.Join(r, " | "))
 	}
 	b.p("")
+}
+
+// numeric reports whether column i holds figures (right-aligned): every
+// cell starts with a digit or a dash.
+func numeric(rows [][]string, i int) bool {
+	any := false
+	for _, r := range rows {
+		if i >= len(r) || r[i] == "" {
+			continue
+		}
+		c, _ := utf8.DecodeRuneInString(r[i])
+		if !unicode.IsDigit(c) && c != '—' && c != '-' {
+			return false
+		}
+		any = true
+	}
+	return any
 }
 
 func (b *md) chart(charts []string, file, alt string) {
@@ -252,9 +271,9 @@ func (b *md) memorySection(r *Report, charts []string) {
 	}
 	m := r.Memory
 	b.p("ratelimitd: an embedded `actors.System` (no journal, no sweep, no bound) filled with one bucket per id")
-	b.p("(`user-<i>`, a %s window), live heap after two GCs (runtime.MemStats.HeapAlloc) less the empty System's.", m.Window)
-	b.p("Redis: keys made by the Redis+Lua front's own script (`INCR` + `PEXPIRE`, one key `rl:<id>:<scale>:<window>`")
-	b.p("per bucket, via `EVALSHA`), `INFO memory` used_memory less the empty server's. Both count what the store")
+	b.p("(`user-<i>`, a %s window), live heap after two GCs (runtime.MemStats.HeapAlloc) less the empty System's.", window(m.Window))
+	b.p("Redis: keys made as the Redis+Lua front's script makes them (`INCR`, then `PEXPIRE` of one window; one key")
+	b.p("`rl:<id>:<scale>:<window>` per bucket; a thousand per `EVALSHA`), `INFO memory` used_memory less the empty server's. Both count what the store")
 	b.p("allocated, not the process's RSS. At a few thousand buckets ratelimitd's figure is mostly the fixed cost of its")
 	b.p("shards (slab pages, trees, indexes), spread over few buckets; the large counts give the cost per bucket.")
 	b.p("")
@@ -317,7 +336,7 @@ func (b *md) sweepSection(r *Report, charts []string) {
 	}
 	b.p("`table.Table.DeleteExpired` called directly on one table (no actors): live buckets in one-hour windows beside")
 	b.p("buckets in one-second windows that have all expired; the median of the repetitions of one call deleting")
-	b.p("every expired bucket. Linear in what expires, flat in what lives.")
+	b.p("every expired bucket, the heap collected before each. The design says: linear in what expires, flat in what lives.")
 	b.p("")
 	rows := func(pts []scaling.SweepPoint) [][]string {
 		var rs [][]string
@@ -347,12 +366,13 @@ func (b *md) sweepLatSection(r *Report) {
 	b.p("An embedded `actors.System` as the daemon runs it (journal, sync `%s`, sweep batch 10,000, a sweep every second)", s.Journal)
 	b.p("holding %s buckets that all expire at one instant (its clock jumps two hours), while %d goroutines check %s",
 		count(s.Expired), s.Goroutines, count(s.HotKeys))
-	b.p("other keys. The sweep deleted %s buckets in %s (%d round(s), %d sweep messages). \"During\" counts every",
-		count(s.Deleted), dur(s.SweepTook), s.Rounds, s.Batches)
-	b.p("check in flight at any moment of the sweep; \"before\" the checks of the quiet period before the jump.")
+	b.p("other keys. The sweep deleted %s buckets (the hot keys' old windows too) in %s (%d round(s), %d sweep messages).",
+		num(s.Deleted), dur(s.SweepTook), s.Rounds, s.Batches)
+	b.p("\"During\" counts every check in flight at any moment of the sweep; \"before\" the checks of the quiet period")
+	b.p("before the jump.")
 	b.p("")
 	row := func(name string, l scaling.LatStats) []string {
-		return []string{name, fmt.Sprint(l.Checks), rate(l.PerSec()), dur(l.P50), dur(l.P99), dur(l.P999), dur(l.Max)}
+		return []string{name, num(l.Checks), rate(l.PerSec()), dur(l.P50), dur(l.P99), dur(l.P999), dur(l.Max)}
 	}
 	b.table([]string{"period", "checks", "checks/s", "p50", "p99", "p99.9", "max"}, [][]string{
 		row("before the sweep", s.Baseline),

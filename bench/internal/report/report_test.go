@@ -130,7 +130,7 @@ func TestWrite(t *testing.T) {
 		"Redis stopped before 10000000 buckets: test.",
 		"| 100k | 100k | 7.00 ms | 70.0 ns | 3 |",
 		"| 1M | 10k | 720 µs | 72.0 ns | 3 |",
-		"| during the sweep | 2000 | 100.0k | 100 µs | 4.00 ms |", "p99 during ÷ p99 before: 10.00×.",
+		"| during the sweep | 2,000 | 100.0k | 100 µs | 4.00 ms |", "p99 during ÷ p99 before: 10.00×.",
 		"| always | 40.0k | 0.04× | 3.00 ms | 17.0 ms |",
 		"- a note",
 	} {
@@ -200,6 +200,8 @@ func TestFormat(t *testing.T) {
 		{count(1000), "1k"}, {count(1_000_000), "1M"}, {count(10_000_000), "10M"}, {count(1500), "1500"},
 		{dur(1800 * time.Microsecond), "1.80 ms"}, {dur(650 * time.Microsecond), "650 µs"}, {dur(17 * time.Millisecond), "17.0 ms"},
 		{dur(2500 * time.Millisecond), "2.50 s"}, {dur(800), "800 ns"}, {mib(3 << 20), "3.0 MiB"},
+		{num(1_001_000), "1,001,000"}, {num(999), "999"}, {num(int64(-12345)), "-12,345"},
+		{window(time.Hour), "1h"}, {window(30 * time.Second), "30s"}, {window(90 * time.Minute), "1h30m"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
@@ -224,5 +226,34 @@ func TestHumanTicks(t *testing.T) {
 	}
 	if labelled < 3 {
 		t.Errorf("%d labelled ticks from 1k to 10M, want at least 3", labelled)
+	}
+	var narrow []string
+	for _, tk := range (humanTicks{}).Ticks(90, 1800) {
+		if tk.Label != "" && tk.Value >= 90 && tk.Value <= 1800 { // the axis drops the others
+			narrow = append(narrow, tk.Label)
+		}
+	}
+	if got, want := strings.Join(narrow, " "), "100 200 500 1k"; got != want {
+		t.Errorf("labels from 90 to 1800: %q, want %q", got, want)
+	}
+}
+
+func TestLinearTicks(t *testing.T) {
+	var got []string
+	for _, tk := range (linearTicks{}).Ticks(0, 270) {
+		got = append(got, tk.Label)
+	}
+	if g, want := strings.Join(got, " "), "0 50 100 150 200 250"; g != want {
+		t.Errorf("ticks 0..270: %q, want %q", g, want)
+	}
+	got = got[:0]
+	for _, tk := range (linearTicks{}).Ticks(0, 1) {
+		got = append(got, tk.Label)
+	}
+	if g, want := strings.Join(got, " "), "0 0.2 0.4 0.6 0.8 1"; g != want {
+		t.Errorf("ticks 0..1: %q, want %q", g, want)
+	}
+	if len((linearTicks{}).Ticks(1, 1)) != 0 {
+		t.Error("ticks of an empty range")
 	}
 }

@@ -175,16 +175,58 @@ func RedisUsedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	return 0, fmt.Errorf("redis: no used_memory in INFO memory")
 }
 
+// redisSettled returns used_memory once Redis has finished growing its
+// hash tables: a table that doubled is rehashed incrementally, and until
+// then both the old and the new one are allocated. It polls every 200 ms
+// until three readings in a row agree within 0.1%, for at most 30 s.
+func redisSettled(ctx context.Context, rdb *redis.Client) (int64, error) {
+	last, err := RedisUsedMemory(ctx, rdb)
+	if err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for same := 0; same < 3 && time.Now().Before(deadline); {
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		used, err := RedisUsedMemory(ctx, rdb)
+		if err != nil {
+			return 0, err
+		}
+		if d := used - last; d < 0 && -d > last/1000 || d > last/1000 {
+			same = 0
+		} else {
+			same++
+		}
+		last = used
+	}
+	return last, nil
+}
+
+// fillLua makes keys as FixedWindowLua makes a new window's key (INCR,
+// then PEXPIRE of one window, ARGV[1] ms), for every key it is given: the
+// same keys, values and TTLs as the front's, a thousand per call, so that
+// ten million keys take seconds, not minutes.
+const fillLua = `for _, k in ipairs(KEYS) do
+  if redis.call('INCR', k) == 1 then redis.call('PEXPIRE', k, ARGV[1]) end
+end
+return #KEYS`
+
+var fillScript = redis.NewScript(fillLua)
+
 // RedisMemory empties the Redis behind rdb, then creates keys the way the
-// Redis+Lua front does (FixedWindowLua by EVALSHA: INCR, then PEXPIRE of
-// one window, one key per bucket), up to each number of points in turn,
-// and reads used_memory at each, less the empty server's.
+// Redis+Lua front does (INCR then PEXPIRE of one window, one key
+// rl:<id>:<scale>:<window> per bucket), up to each number of points in
+// turn, and reads used_memory at each, less the empty server's. rdb's
+// timeouts must allow a FLUSHALL of the largest point.
 func RedisMemory(ctx context.Context, rdb *redis.Client, points []int) (MemCurve, error) {
 	var c MemCurve
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		return c, err
 	}
-	if err := serve.FixedWindow.Load(ctx, rdb).Err(); err != nil {
+	if err := fillScript.Load(ctx, rdb).Err(); err != nil {
 		return c, err
 	}
 	base, err := RedisUsedMemory(ctx, rdb)
@@ -208,7 +250,7 @@ func RedisMemory(ctx context.Context, rdb *redis.Client, points []int) (MemCurve
 		if got, err := rdb.DBSize(ctx).Result(); err != nil || got != int64(n) {
 			return c, fmt.Errorf("redis memory: DBSIZE %d (%v), want %d", got, err, n)
 		}
-		used, err := RedisUsedMemory(ctx, rdb)
+		used, err := redisSettled(ctx, rdb)
 		if err != nil {
 			return c, err
 		}
@@ -216,40 +258,35 @@ func RedisMemory(ctx context.Context, rdb *redis.Client, points []int) (MemCurve
 		per = float64(held) / float64(n)
 		c.Points = append(c.Points, MemPoint{Buckets: n, Bytes: held, PerBucket: per, FillTime: took})
 	}
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
+	if err := rdb.FlushAllAsync(ctx).Err(); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
-// fillRedis runs the script once for each id from to to-1, pipelined 1000
-// at a time from 4 connections.
+// fillRedis makes the keys of ids from to to-1, a thousand per EVALSHA of
+// fillLua, from 4 connections.
 func fillRedis(ctx context.Context, rdb *redis.Client, scaleMs, window int64, from, to int) error {
 	const batch = 1000
-	sha := serve.FixedWindow.Hash()
 	var next atomic.Int64
 	next.Store(int64(from))
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
+			ks := make([]string, 0, batch)
 			for ctx.Err() == nil {
 				lo := int(next.Add(batch) - batch)
 				if lo >= to {
 					return
 				}
-				p := rdb.Pipeline()
+				ks = ks[:0]
 				for i := lo; i < min(lo+batch, to); i++ {
-					p.EvalSha(ctx, sha, []string{serve.RedisKey(keys.ID(i), scaleMs, window)}, scaleMs)
+					ks = append(ks, serve.RedisKey(keys.ID(i), scaleMs, window))
 				}
-				cmds, err := p.Exec(ctx)
-				if err == nil {
-					for _, cmd := range cmds {
-						if v, e := cmd.(*redis.Cmd).Int64Slice(); e != nil || len(v) != 2 || v[0] != 1 {
-							err = fmt.Errorf("redis fill: %v, %v", v, e)
-							break
-						}
-					}
+				n, err := fillScript.Run(ctx, rdb, ks, scaleMs).Int()
+				if err == nil && n != len(ks) {
+					err = fmt.Errorf("redis fill: the script made %d keys of %d", n, len(ks))
 				}
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)

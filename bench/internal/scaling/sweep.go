@@ -3,6 +3,7 @@ package scaling
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -34,7 +35,7 @@ var sweepEpoch = time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%3_600_000)
 // windows) beside expired ones (one-second windows, deleted 2 s after they
 // were made), for each (live, expired) pair, reps times each, and returns
 // the median of each. The expired buckets are recreated before each
-// repetition, outside the timing.
+// repetition, and the heap collected, outside the timing.
 func Sweep(ctx context.Context, pairs [][2]int, reps int) ([]SweepPoint, error) {
 	var out []SweepPoint
 	for _, pr := range pairs {
@@ -56,6 +57,8 @@ func Sweep(ctx context.Context, pairs [][2]int, reps int) ([]SweepPoint, error) 
 			if got := t.Len(); got != live+expired {
 				return out, fmt.Errorf("sweep: %d buckets before the sweep, want %d", got, live+expired)
 			}
+			// No collection of earlier garbage running beside the timed call.
+			runtime.GC()
 			t0 := time.Now()
 			n := t.DeleteExpired(base.Add(2*time.Second), expired)
 			took = append(took, time.Since(t0))

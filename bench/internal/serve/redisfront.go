@@ -35,16 +35,16 @@ func RedisKey(id string, scaleMs, window int64) string {
 	return string(b)
 }
 
-// NewRedisClient returns a go-redis client of addr with a pool as large as
-// the load's connections.
-func NewRedisClient(addr string, pool int) *redis.Client {
+// NewRedisClient returns a go-redis client of addr with a pool of pool
+// connections and read and write timeouts of timeout.
+func NewRedisClient(addr string, pool int, timeout time.Duration) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:         addr,
 		PoolSize:     pool,
 		MinIdleConns: pool / 4,
 		DialTimeout:  5 * time.Second,
-		ReadTimeout:  5 * time.Second,
-		WriteTimeout: 5 * time.Second,
+		ReadTimeout:  timeout,
+		WriteTimeout: timeout,
 		// No client identity or maintenance notifications: the plain
 		// RESP2 exchange the seed's front had.
 		Protocol:                 2,
@@ -59,7 +59,7 @@ func NewRedisClient(addr string, pool int) *redis.Client {
 // Redis at addr and answers like ratelimitd (200, or 413 with Retry-After,
 // and the same JSON fields). closeFn closes the Redis client.
 func NewRedisFront(ctx context.Context, addr string) (http.Handler, func(), error) {
-	rdb := NewRedisClient(addr, 64)
+	rdb := NewRedisClient(addr, 64, 5*time.Second)
 	if err := FixedWindow.Load(ctx, rdb).Err(); err != nil {
 		_ = rdb.Close()
 		return nil, nil, fmt.Errorf("redis front: SCRIPT LOAD on %s: %w", addr, err)
