@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/ratelimitd/ratelimitd/api/internal/jsonstr"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -196,10 +196,10 @@ func appendDecisionJSON(b []byte, a *answer) []byte {
 	} else {
 		b = append(b, `{"allowed":false,"id":`...)
 	}
-	b = appendJSONString(b, a.id)
+	b = jsonstr.Append(b, a.id)
 	if a.rule != "" {
 		b = append(b, `,"rule":`...)
-		b = appendJSONString(b, a.rule)
+		b = jsonstr.Append(b, a.rule)
 	}
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, d.Count, 10)
@@ -344,9 +344,9 @@ func (rs *responder) writeError(w http.ResponseWriter, status int, field, msg st
 func (rs *responder) writeErrorRetry(w http.ResponseWriter, status int, field, msg string, retry int64) {
 	p := rs.getBuf()
 	b := append(*p, `{"error":`...)
-	b = appendJSONString(b, msg)
+	b = jsonstr.Append(b, msg)
 	b = append(b, `,"field":`...)
-	b = appendJSONString(b, field)
+	b = jsonstr.Append(b, field)
 	b = append(b, '}')
 	h := w.Header()
 	h[hdrContentType] = []string{ctJSON}
@@ -363,48 +363,4 @@ func (rs *responder) writeErrorRetry(w http.ResponseWriter, status int, field, m
 // writeFieldError answers 400 for a field error.
 func (rs *responder) writeFieldError(w http.ResponseWriter, fe *table.FieldError) {
 	rs.writeError(w, http.StatusBadRequest, fe.Field, fe.Error())
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string: '"' and '\' escaped with a
-// backslash, control characters and U+2028/U+2029 as \uXXXX, and each byte
-// of invalid UTF-8 as \ufffd, so the output is always valid JSON and UTF-8.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			if c == '"' || c == '\\' {
-				b = append(b, '\\', c)
-			} else {
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ratelimitd/ratelimitd/api/internal/jsonstr"
 )
 
 // Paths of the service (see package api).
@@ -229,20 +231,20 @@ func wholeMs(d time.Duration) (int64, bool) {
 func appendCheckJSON(b []byte, ch *Check) []byte {
 	l := &ch.Limit
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, ch.ID)
+	b = jsonstr.Append(b, ch.ID)
 	b = append(b, `,"hits":`...)
 	b = strconv.AppendInt(b, ch.Hits, 10)
 	adHoc := l.Rule == ""
 	if !adHoc {
 		b = append(b, `,"rule":`...)
-		b = appendJSONString(b, l.Rule)
+		b = jsonstr.Append(b, l.Rule)
 	}
 	if adHoc || l.Scale != 0 {
 		b = append(b, `,"scale":`...)
 		if ms, ok := wholeMs(l.Scale); ok {
 			b = strconv.AppendInt(b, ms, 10)
 		} else {
-			b = appendJSONString(b, l.Scale.String())
+			b = jsonstr.Append(b, l.Scale.String())
 		}
 	}
 	if adHoc || l.Limit != 0 {
@@ -251,7 +253,7 @@ func appendCheckJSON(b []byte, ch *Check) []byte {
 	}
 	if l.Algorithm != "" {
 		b = append(b, `,"algorithm":`...)
-		b = appendJSONString(b, l.Algorithm)
+		b = jsonstr.Append(b, l.Algorithm)
 	}
 	if l.Burst != 0 {
 		b = append(b, `,"burst":`...)
@@ -277,45 +279,6 @@ func appendQueryEscape(b []byte, s string) []byte {
 		}
 	}
 	return b
-}
-
-const lowerHex = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string: '"' and '\' escaped with a
-// backslash, control characters as \u00XX, and each byte of invalid UTF-8
-// as \ufffd (JSON cannot carry it).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			if c == '"' || c == '\\' {
-				b = append(b, '\\', c)
-			} else {
-				b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // errorText returns the "error" member of a JSON error body, or the body
