@@ -162,3 +162,4 @@ func BenchmarkReplyPath(b *testing.B) {
 		})
 	})
 }
+

@@ -8,15 +8,20 @@
 //
 // # How a check flows
 //
-// Check validates the request, hashes the id (FNV-1a, stable across
-// processes) to one of Config.Shards shards, and queues the check in that
-// shard's inbox. The first check queued into an idle inbox sends the owner
-// one mailbox message; the owner then takes everything queued at once,
-// applies it to its table with one reading of the clock, answers each
-// caller through a channel the caller waits on, and takes again until the
-// inbox stays empty (at most 4096 checks per message, so sweeps get their
-// turn). There is no future and no allocation per check, and under load one
-// mailbox message carries many batches. Each owner's mailbox runs on a
+// Check validates the request and hashes the id (FNV-1a, stable across
+// processes) to one of Config.Shards shards. Whoever holds a shard's lock
+// serves it: decides a batch of checks on its table with one reading of the
+// clock, appends the batch's changes to the shard's journal as one record,
+// and only then answers. A caller that finds the lock free serves its own
+// check, with any checks queued meanwhile, on its own goroutine: no hand-off,
+// no allocation, a few hundred nanoseconds. A caller that finds it taken
+// queues its check in the shard's inbox and waits; the first check queued
+// into an idle inbox sends the owner actor one mailbox message, and the
+// owner takes everything queued at once (at most 4096 checks per message,
+// so sweeps get their turn) and takes again until the inbox stays empty.
+// Under load one mailbox message carries many checks, and one journal
+// record many changes. With SyncAlways the owner serves every check, so
+// that each batch is one group commit. Each owner's mailbox runs on a
 // goroutine of its own.
 //
 // A sweeper actor asks every owner, every Config.SweepInterval, to delete
@@ -25,18 +30,21 @@
 //
 // # Guarantees
 //
-//   - Exact: one owner decides each bucket, serially; for one bucket no more
-//     than its limit is admitted per window, whatever the concurrency.
+//   - Exact: one goroutine at a time serves a shard, so each bucket is
+//     decided serially; for one bucket no more than its limit is admitted
+//     per window, whatever the concurrency.
 //   - A check whose ctx ends before its owner takes it is not counted and
 //     returns ctx.Err(); once taken, its decision is always returned.
-//   - One-for-one supervision: an owner that panics answers the checks of
-//     its batch with ErrUnavailable and is restarted; the other shards are
-//     not touched and the restarted owner serves its inbox on.
+//   - One-for-one supervision: a panic while a batch is decided, by the
+//     owner or by a caller serving itself, answers the batch's checks with
+//     ErrUnavailable and restarts the shard's owner, which rebuilds the table
+//     from the journal (or empty, without one) before anyone serves the
+//     shard again; the other shards are not touched.
 //   - Stop answers every check queued before it; later checks get ErrStopped.
 //
 // # Non-guarantees
 //
-// State is in memory: a restarted owner, or a restarted process, starts its
-// buckets afresh. Durable counters come with the journal (package
-// table/journal, not yet built).
+// Without Config.DataDir state is in memory: a restarted process, or a
+// shard restarted after a crash, starts its buckets afresh. With it, see
+// SyncMode for what each sync mode survives.
 package actors

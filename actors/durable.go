@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/ratelimitd/ratelimitd/table"
 	"github.com/ratelimitd/ratelimitd/table/journal"
 )
@@ -172,7 +170,7 @@ func recoverAll(cfg *Config, shards []*shard) error {
 				errs[i] = err
 				return
 			}
-			sh.recovered = t
+			sh.table = t
 			if rec.SnapshotRecords+rec.SegmentRecords > 0 || rec.TornTails > 0 || rec.Repaired {
 				cfg.Logger.Info("shard recovered", "shard", sh.index, "buckets", t.Len(),
 					"snapshot", rec.Snapshot, "snapshot_records", rec.SnapshotRecords,
@@ -200,13 +198,14 @@ func recoverAll(cfg *Config, shards []*shard) error {
 func closeJournals(shards []*shard, cfg *Config) {
 	for _, sh := range shards {
 		sh.snapshots.Wait()
-		if sh.j == nil {
-			continue
+		sh.mu.Lock()
+		if sh.j != nil {
+			if err := sh.j.Close(); err != nil {
+				cfg.Logger.Error("journal close failed", "shard", sh.index, "err", err)
+			}
+			sh.j = nil
 		}
-		if err := sh.j.Close(); err != nil {
-			cfg.Logger.Error("journal close failed", "shard", sh.index, "err", err)
-		}
-		sh.j = nil
+		sh.mu.Unlock()
 	}
 }
 
@@ -218,84 +217,85 @@ type snapshotDone struct {
 	err    error
 }
 
-// persist writes the buckets the batch changed to the journal and ends the
+// persist, holding sh.mu, writes the buckets the batch changed to the journal and ends the
 // batch (Commit: in SyncAlways mode, the msync of the group commit). It
 // returns the error the batch's checks must be answered with, or nil.
-func (o *owner) persist() error {
-	j := o.sh.j
+func (sh *shard) persist(cfg *Config) error {
+	j := sh.j
 	if j == nil {
-		if o.broken != nil && o.cfg.OnJournalError == FailClosed {
-			o.sh.failedClosed.Add(1)
-			return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrJournal, o.broken)
+		if sh.broken != nil && cfg.OnJournalError == FailClosed {
+			sh.failedClosed.Add(1)
+			return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrJournal, sh.broken)
 		}
 		return nil
 	}
-	err := o.table.Changes(j.Append)
+	err := sh.table.Changes(j.Append)
 	if cerr := j.Commit(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		if o.failing {
-			o.failing = false
-			o.cfg.Logger.Info("journal works again", "shard", o.sh.index, "seq", j.Seq())
+		if sh.failing {
+			sh.failing = false
+			cfg.Logger.Info("journal works again", "shard", sh.index, "seq", j.Seq())
 		}
 		return nil
 	}
-	o.sh.journalErrors.Add(1)
-	if !o.failing {
-		o.failing = true
-		o.cfg.Logger.Error("journal failed", "shard", o.sh.index, "err", err,
-			"policy", o.cfg.OnJournalError, "unjournaled_buckets", o.table.Pending())
+	sh.journalErrors.Add(1)
+	if !sh.failing {
+		sh.failing = true
+		cfg.Logger.Error("journal failed", "shard", sh.index, "err", err,
+			"policy", cfg.OnJournalError, "unjournaled_buckets", sh.table.Pending())
 	}
-	if o.cfg.OnJournalError == FailOpen {
-		o.sh.failedOpen.Add(1)
+	if cfg.OnJournalError == FailOpen {
+		sh.failedOpen.Add(1)
 		return nil
 	}
-	o.sh.failedClosed.Add(1)
+	sh.failedClosed.Add(1)
 	return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrJournal, err)
 }
 
 // maybeSnapshot starts a snapshot of the table when the journal has grown
 // past the threshold: a copy-on-write Frozen copy is written out by a
-// goroutine of the shard while the owner goes on serving.
-func (o *owner) maybeSnapshot(c actor.Context) {
-	j := o.sh.j
-	if j == nil || o.snapshotting || o.failing || j.Size() < o.cfg.SnapshotThreshold {
+// goroutine of the shard while the shard goes on serving. It runs holding
+// sh.mu.
+func (sh *shard) maybeSnapshot(cfg *Config) {
+	j := sh.j
+	if j == nil || sh.snapshotting || sh.failing || j.Size() < cfg.SnapshotThreshold {
 		return
 	}
 	w, err := j.StartSnapshot()
 	if err != nil {
-		o.sh.snapshotErrors.Add(1)
-		o.cfg.Logger.Error("snapshot failed to start", "shard", o.sh.index, "err", err)
+		sh.snapshotErrors.Add(1)
+		cfg.Logger.Error("snapshot failed to start", "shard", sh.index, "err", err)
 		return
 	}
-	o.snapshotting = true
-	t, f := o.table, o.table.Freeze(o.cfg.Clock.Now())
-	self, root := c.Self(), c.ActorSystem().Root
-	o.sh.snapshots.Go(func() {
+	sh.snapshotting = true
+	t, f := sh.table, sh.table.Freeze(cfg.Clock.Now())
+	root, pid := sh.root, sh.pid
+	sh.snapshots.Go(func() {
 		err := f.Records(w.Append)
 		if err == nil {
 			err = w.Commit()
 		} else {
 			err = errors.Join(err, w.Abort())
 		}
-		root.Send(self, snapshotDone{table: t, frozen: f, err: err})
+		root.Send(pid, snapshotDone{table: t, frozen: f, err: err})
 	})
 }
 
-// snapshotted handles a snapshotDone.
-func (o *owner) snapshotted(m snapshotDone) {
-	if m.table != o.table {
-		return // a table from before a restart
+// snapshotted handles a snapshotDone, holding sh.mu.
+func (sh *shard) snapshotted(cfg *Config, m snapshotDone) {
+	if m.table != sh.table {
+		return // a table from before a crash
 	}
 	buckets := m.frozen.Len()
-	o.table.Thaw(m.frozen)
-	o.snapshotting = false
+	sh.table.Thaw(m.frozen)
+	sh.snapshotting = false
 	if m.err != nil {
-		o.sh.snapshotErrors.Add(1)
-		o.cfg.Logger.Error("snapshot failed", "shard", o.sh.index, "err", m.err)
+		sh.snapshotErrors.Add(1)
+		cfg.Logger.Error("snapshot failed", "shard", sh.index, "err", m.err)
 		return
 	}
-	o.sh.snapshotsTaken.Add(1)
-	o.cfg.Logger.Debug("snapshot written", "shard", o.sh.index, "buckets", buckets, "seq", o.sh.j.Seq())
+	sh.snapshotsTaken.Add(1)
+	cfg.Logger.Debug("snapshot written", "shard", sh.index, "buckets", buckets, "seq", sh.j.Seq())
 }

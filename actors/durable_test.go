@@ -73,30 +73,36 @@ func TestDeniedStaysDenied(t *testing.T) {
 	}
 }
 
-// TestCrashedOwnerRebuildsFromItsJournal: an owner that panics is restarted
-// by its supervisor and rebuilds its table from the journal, so the hits it
-// acknowledged before the crash still count.
+// TestCrashedOwnerRebuildsFromItsJournal: a shard that panics while a batch
+// is decided (by a caller serving itself, or with SyncAlways by the owner)
+// has its owner restarted by the supervisor, which rebuilds the table from
+// the journal, so the hits acknowledged before the crash still count.
 func TestCrashedOwnerRebuildsFromItsJournal(t *testing.T) {
 	t.Parallel()
-	const shards = 2
-	ids := sameShard("victim", shards, 2)
-	boom := ids[1]
-	s := startSystem(t, Config{Shards: shards, DataDir: t.TempDir(), applyHook: func(r table.Request) {
-		if r.ID == boom {
-			panic("injected crash")
-		}
-	}})
-	for range 7 {
-		mustCheck(t, s, hit(ids[0], 10))
-	}
-	if _, err := s.Check(context.Background(), hit(boom, 10)); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("check that crashes the owner: got %v, want ErrUnavailable", err)
-	}
-	if d := mustCheck(t, s, hit(ids[0], 10)); !d.Allowed || d.Count != 8 {
-		t.Fatalf("hit after the crash: got %+v, want count 8 (7 before the crash survive)", d)
-	}
-	if st := s.Stats(); st.Restarts != 1 {
-		t.Fatalf("restarts: got %d, want 1", st.Restarts)
+	for _, sync := range []SyncMode{SyncInterval, SyncAlways} {
+		t.Run(sync.String(), func(t *testing.T) {
+			t.Parallel()
+			const shards = 2
+			ids := sameShard("victim", shards, 2)
+			boom := ids[1]
+			s := startSystem(t, Config{Shards: shards, DataDir: t.TempDir(), JournalSync: sync, applyHook: func(r table.Request) {
+				if r.ID == boom {
+					panic("injected crash")
+				}
+			}})
+			for range 7 {
+				mustCheck(t, s, hit(ids[0], 10))
+			}
+			if _, err := s.Check(context.Background(), hit(boom, 10)); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("check that crashes the owner: got %v, want ErrUnavailable", err)
+			}
+			if d := mustCheck(t, s, hit(ids[0], 10)); !d.Allowed || d.Count != 8 {
+				t.Fatalf("hit after the crash: got %+v, want count 8 (7 before the crash survive)", d)
+			}
+			if st := s.Stats(); st.Restarts != 1 {
+				t.Fatalf("restarts: got %d, want 1", st.Restarts)
+			}
+		})
 	}
 }
 

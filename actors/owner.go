@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -12,20 +13,40 @@ import (
 	"github.com/ratelimitd/ratelimitd/table/journal"
 )
 
-// shard is what outlives an owner's restarts: its inbox, PID and counters.
+// shard is one slice of the id space: its table and journal, its inbox and
+// owner, and its counters. It outlives its owner's restarts.
+//
+// Whoever holds mu serves the shard: its owner, draining the inbox, or a
+// caller that found mu free and serves its own checks, with whatever is
+// queued, on its own goroutine (see System.call). Either way one goroutine
+// at a time decides and journals the shard's checks, so a bucket is still
+// decided serially; the caller that serves itself skips the hand-off to the
+// owner and back, which is most of a check's cost when the shard is idle.
 type shard struct {
 	index      int
 	pid        *actor.PID
-	dispatcher *pinned // runs the owner's mailbox on one goroutine
+	root       *actor.RootContext // sends the owner what a serving caller cannot handle
+	dispatcher *pinned            // runs the owner's mailbox on one goroutine
 	q          inbox
-	buckets    atomic.Int64 // live buckets after the owner's last batch
+	buckets    atomic.Int64 // live buckets after the last batch
 	restarts   atomic.Int64
+	// crashed is set when deciding a batch panicked: the table may be
+	// inconsistent, so nobody serves the shard until its owner, restarted,
+	// has rebuilt it.
+	crashed atomic.Bool
 
-	// With a data directory: the journal, the table recovered from it at
-	// Start (taken by the first owner), and counters.
-	j              *journal.Journal
-	recovered      *table.Table
-	snapshots      sync.WaitGroup // snapshot writers in flight
+	mu           sync.Mutex   // held while serving; guards the fields below
+	table        *table.Table // nil until Start gives it one
+	spare        []*call      // the inbox's next pending slice
+	seen         table.Stats  // of table, already added to the counters
+	failing      bool         // the journal's last batch failed
+	broken       error        // the journal could not be reopened after a crash
+	snapshotting bool         // a snapshot writer holds a Frozen copy of table
+	stopped      bool         // Stop has begun: callers no longer serve themselves
+
+	// With a data directory: the journal, and counters.
+	j              *journal.Journal // guarded by mu once the System runs
+	snapshots      sync.WaitGroup   // snapshot writers in flight
 	tornTails      atomic.Int64
 	journalErrors  atomic.Int64
 	failedClosed   atomic.Int64
@@ -40,6 +61,7 @@ type shard struct {
 // everything queued at once when a drainMessage reaches it, so one mailbox
 // message carries a whole batch and the mailbox costs nothing per check.
 type inbox struct {
+	queued    atomic.Int32 // len(pending), read without mu
 	mu        sync.Mutex
 	pending   []*call
 	scheduled bool // a drainMessage is on its way for what is pending
@@ -54,6 +76,7 @@ func (q *inbox) push(c *call) (kick bool, err error) {
 		return false, ErrStopped
 	}
 	q.pending = append(q.pending, c)
+	q.queued.Store(int32(len(q.pending)))
 	kick = !q.scheduled
 	q.scheduled = true
 	return kick, nil
@@ -64,10 +87,14 @@ func (q *inbox) push(c *call) (kick bool, err error) {
 // next push sends a drainMessage; until then the owner is still draining
 // and pushers need not send one.
 func (q *inbox) take(spare []*call, settle bool) []*call {
+	if !settle && q.queued.Load() == 0 {
+		return spare[:0] // nothing to take, and nothing to settle
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	batch := q.pending
 	q.pending = spare[:0]
+	q.queued.Store(0)
 	if settle && len(batch) == 0 {
 		q.scheduled = false
 	}
@@ -83,65 +110,66 @@ func (q *inbox) close() {
 // drainMessage tells an owner that its inbox holds checks.
 type drainMessage struct{}
 
-// owner is the single writer of one shard's table and journal. A panic
-// while it holds a batch answers the batch's unanswered checks with
-// ErrUnavailable and re-panics, so its supervisor restarts it; the restarted
-// owner rebuilds its table from the journal (or, without a data directory,
-// starts with an empty one) and serves the inbox on.
+// crashMessage tells an owner that a caller serving its shard crashed, so
+// that the owner is restarted and rebuilds the table.
+type crashMessage struct{}
+
+// errCrashed is the panic of an owner whose shard crashed in a caller.
+var errCrashed = errors.New("actors: shard crashed while a caller served it")
+
+// owner is the actor of one shard: it drains the inbox, runs sweeps and
+// snapshots, and is supervised. A panic while a batch is decided (by the
+// owner or by a caller serving itself) answers the batch's unanswered
+// checks with ErrUnavailable and restarts the owner, which rebuilds the
+// table from the journal (or, without a data directory, starts with an
+// empty one) and serves the inbox on.
 type owner struct {
-	sh    *shard
-	cfg   *Config
-	table *table.Table
-	spare []*call
-
-	seen         table.Stats // of table, already added to the shard's counters
-	failing      bool        // the journal's last batch failed
-	broken       error       // the journal could not be reopened after a restart
-	snapshotting bool        // a snapshot writer holds a Frozen copy of table
+	sh  *shard
+	cfg *Config
 }
 
-func newOwner(sh *shard, cfg *Config) *owner {
-	o := &owner{sh: sh, cfg: cfg}
-	if sh.recovered != nil {
-		o.table, sh.recovered = sh.recovered, nil
-	}
-	return o
-}
+func newOwner(sh *shard, cfg *Config) *owner { return &owner{sh: sh, cfg: cfg} }
 
-// start readies the owner's table: the one recovered at Start, or, after a
-// restart, one rebuilt from the journal.
+// start readies the table after a crash: rebuilt from the journal, or empty.
+// It runs holding sh.mu.
 func (o *owner) start() {
-	if o.table != nil {
+	sh := o.sh
+	if !sh.crashed.Load() && sh.table != nil {
 		return
 	}
-	if o.sh.j == nil && o.cfg.DataDir == "" {
-		o.table = table.New(o.cfg.tableConfig(false))
+	defer sh.crashed.Store(false)
+	if sh.j == nil && o.cfg.DataDir == "" {
+		sh.table = table.New(o.cfg.tableConfig(false))
+		sh.seen = table.Stats{}
 		return
 	}
-	// The crashed owner's snapshot writer must finish with the journal
+	// The crashed table's snapshot writer must finish with the journal
 	// files before they are read again.
-	o.sh.snapshots.Wait()
-	if o.sh.j != nil {
-		if err := o.sh.j.Close(); err != nil {
-			o.cfg.Logger.Error("journal close failed", "shard", o.sh.index, "err", err)
+	sh.snapshots.Wait()
+	sh.snapshotting = false
+	if sh.j != nil {
+		if err := sh.j.Close(); err != nil {
+			o.cfg.Logger.Error("journal close failed", "shard", sh.index, "err", err)
 		}
-		o.sh.j = nil
+		sh.j = nil
 	}
-	t, rec, err := o.sh.recover(o.cfg)
+	sh.seen, sh.failing = table.Stats{}, false
+	t, rec, err := sh.recover(o.cfg)
 	if err != nil {
 		// Serve on from memory alone rather than not at all; with
 		// FailClosed every batch is refused until a restart.
-		o.cfg.Logger.Error("shard owner could not rebuild its table from the journal", "shard", o.sh.index, "err", err)
-		o.table = table.New(o.cfg.tableConfig(false))
-		o.broken = err
+		o.cfg.Logger.Error("shard owner could not rebuild its table from the journal", "shard", sh.index, "err", err)
+		sh.table = table.New(o.cfg.tableConfig(false))
+		sh.broken = err
 		return
 	}
-	o.table = t
-	o.cfg.Logger.Warn("shard owner rebuilt its table from the journal", "shard", o.sh.index,
+	sh.table = t
+	o.cfg.Logger.Warn("shard owner rebuilt its table from the journal", "shard", sh.index,
 		"buckets", t.Len(), "records", rec.SnapshotRecords+rec.SegmentRecords, "duration", rec.Duration)
 }
 
 func (o *owner) Receive(c actor.Context) {
+	sh := o.sh
 	switch m := c.Message().(type) {
 	case drainMessage:
 		for served, last := 0, 0; ; {
@@ -162,19 +190,41 @@ func (o *owner) Receive(c actor.Context) {
 				break
 			}
 		}
+	case crashMessage:
+		sh.mu.Lock()
+		o.crashIfCrashed(c)
+		sh.mu.Unlock()
 	case snapshotDone:
-		o.snapshotted(m)
+		sh.mu.Lock()
+		sh.snapshotted(o.cfg, m)
+		sh.mu.Unlock()
 	case *sweeper.Sweep:
-		n := o.table.DeleteExpired(m.Now, m.Max)
-		o.sh.buckets.Store(int64(o.table.Len()))
+		sh.mu.Lock()
+		o.crashIfCrashed(c)
+		n := sh.table.DeleteExpired(m.Now, m.Max)
+		sh.buckets.Store(int64(sh.table.Len()))
+		sh.mu.Unlock()
 		c.Respond(&sweeper.Swept{Round: m.Round, Target: m.Target, Deleted: n, More: n == m.Max})
 	case *actor.Started:
+		sh.mu.Lock()
 		o.start()
-		o.sh.buckets.Store(int64(o.table.Len()))
+		sh.buckets.Store(int64(sh.table.Len()))
+		sh.mu.Unlock()
 	case *actor.Restarting:
-		o.sh.restarts.Add(1)
-		o.cfg.Logger.Warn("shard owner restarting", "shard", o.sh.index, "journal", o.sh.j != nil)
+		o.cfg.Logger.Warn("shard owner restarting", "shard", sh.index, "journal", sh.j != nil)
 	}
+}
+
+// crashIfCrashed panics, so that the supervisor restarts the owner, if the
+// shard crashed; the owner holds sh.mu, which it releases first. The inbox
+// counts on the owner to drain it, so the restarted owner is told to.
+func (o *owner) crashIfCrashed(c actor.Context) {
+	if !o.sh.crashed.Load() {
+		return
+	}
+	o.sh.mu.Unlock()
+	c.Send(c.Self(), drainMessage{})
+	panic(errCrashed)
 }
 
 // drainQuantum is how many checks an owner serves for one drainMessage
@@ -183,59 +233,80 @@ const drainQuantum = 4096
 
 // drain answers one batch of queued checks and returns its size.
 func (o *owner) drain(c actor.Context, settle bool) int {
-	batch := o.sh.q.take(o.spare, settle)
-	o.spare = nil
+	sh := o.sh
+	sh.mu.Lock()
+	o.crashIfCrashed(c)
+	batch := sh.q.take(sh.spare, settle)
+	sh.spare = nil
+	crash := sh.serve(o.cfg, batch)
+	n := len(batch)
+	sh.spare = batch[:0]
+	sh.mu.Unlock()
+	if crash != nil {
+		c.Send(c.Self(), drainMessage{})
+		panic(crash)
+	}
+	return n
+}
+
+// serve decides batch, journals its changes and then answers its calls;
+// the caller holds sh.mu. Calls whose callers gave up are skipped; direct
+// calls (a caller serving itself) get their answer without a signal. If
+// deciding panics, the calls not yet answered are answered with
+// ErrUnavailable, the shard is marked crashed and the panic is returned,
+// for the owner to be restarted.
+func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 	answered := 0
 	defer func() {
 		if r := recover(); r != nil {
+			sh.crashed.Store(true)
+			sh.restarts.Add(1) // the owner is restarted for it
 			for _, k := range batch[answered:] {
 				k.fail(ErrUnavailable)
 			}
-			o.cfg.Logger.Error("shard owner crashed", "shard", o.sh.index, "panic", r, "failed_checks", len(batch)-answered)
-			// The inbox still counts on this owner to drain it (scheduled
-			// stays set until a take finds it empty): the restarted owner
-			// will, when this message reaches it.
-			c.Send(c.Self(), drainMessage{})
-			panic(r)
+			clear(batch)
+			cfg.Logger.Error("shard crashed", "shard", sh.index, "panic", r, "failed_checks", len(batch)-answered)
+			crash = r
 		}
 	}()
-	now := o.cfg.Clock.Now()
+	now := cfg.Clock.Now()
+	t := sh.table
 	for _, k := range batch {
 		if !k.state.CompareAndSwap(statePending, stateTaken) {
 			continue // its caller gave up
 		}
-		if o.cfg.applyHook != nil {
-			o.cfg.applyHook(k.req)
+		if cfg.applyHook != nil {
+			cfg.applyHook(k.req)
 		}
 		switch k.op {
 		case opCheck:
-			k.dec = o.table.Apply(k.req, now)
+			k.dec = t.Apply(k.req, now)
 		case opRefund:
-			k.dec = o.table.Refund(k.req, now)
+			k.dec = t.Refund(k.req, now)
 		case opReset:
-			k.n = o.table.Reset(k.req, now)
+			k.n = t.Reset(k.req, now)
 		case opBuckets:
-			k.buckets = o.table.Buckets(k.req.ID, now)
+			k.buckets = t.Buckets(k.req.ID, now)
 		}
 	}
 	// Every decision of the batch is made before any is sent, and the
 	// journal takes the batch's changes, in one commit, before any reply.
-	err := o.persist()
+	err := sh.persist(cfg)
 	for ; answered < len(batch); answered++ {
 		k := batch[answered]
 		batch[answered] = nil
 		if k.state.Load() == stateTaken {
-			k.err = err
-			k.done <- struct{}{} // k belongs to its caller from here on
+			k.answer(err) // k belongs to its caller from here on
 		}
 	}
-	o.sh.buckets.Store(int64(o.table.Len()))
-	o.countTableStats()
-	if answered > 0 {
-		o.maybeSnapshot(c)
+	if n := int64(t.Len()); n != sh.buckets.Load() {
+		sh.buckets.Store(n)
 	}
-	o.spare = batch[:0]
-	return answered
+	sh.countTableStats()
+	if answered > 0 {
+		sh.maybeSnapshot(cfg)
+	}
+	return nil
 }
 
 // shardOf maps an id to its shard with FNV-1a, a hash that is the same in
@@ -251,9 +322,12 @@ func shardOf(id string, n int) int {
 
 // countTableStats adds what the table did when full since the last call to
 // the shard's counters, which outlive the table.
-func (o *owner) countTableStats() {
-	st := o.table.Stats()
-	o.sh.evictions.Add(st.Evictions - o.seen.Evictions)
-	o.sh.rejections.Add(st.Rejections - o.seen.Rejections)
-	o.seen = st
+func (sh *shard) countTableStats() {
+	st := sh.table.Stats()
+	if st == sh.seen {
+		return
+	}
+	sh.evictions.Add(st.Evictions - sh.seen.Evictions)
+	sh.rejections.Add(st.Rejections - sh.seen.Rejections)
+	sh.seen = st
 }

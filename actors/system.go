@@ -1,11 +1,13 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,8 +166,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// System is the embeddable rate limiter: shard-owner actors, each the single
-// writer of its own table, and a sweeper. It is safe for concurrent use.
+// System is the embeddable rate limiter: shards, each a table and journal
+// served by one goroutine at a time (a caller serving itself, or the
+// shard's owner actor), and a sweeper. It is safe for concurrent use.
 type System struct {
 	cfg     Config
 	actors  *actor.ActorSystem
@@ -225,7 +228,10 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	s.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	props := make([]*actor.Props, cfg.Shards)
 	for i := range s.shards {
-		sh := &shard{index: i, dispatcher: newPinned()}
+		sh := &shard{index: i, dispatcher: newPinned(), root: s.actors.Root}
+		if lock == nil {
+			sh.table = table.New(cfg.tableConfig(false))
+		}
 		s.shards[i] = sh
 		props[i] = actor.PropsFromProducer(func() actor.Actor { return newOwner(sh, &s.cfg) },
 			actor.WithDispatcher(sh.dispatcher))
@@ -279,9 +285,9 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	return s, nil
 }
 
-// Check counts req against its limit and returns the decision. The owner of
-// req.ID's shard decides, serially, so for one bucket no more than the limit
-// is ever admitted, however many goroutines call Check.
+// Check counts req against its limit and returns the decision. The checks
+// of req.ID's shard are decided serially, so for one bucket no more than the
+// limit is ever admitted, however many goroutines call Check.
 //
 // An invalid req returns a *table.FieldError (matching table.ErrInvalid). If
 // ctx ends before the owner takes the check, Check returns ctx.Err() and the
@@ -406,28 +412,49 @@ func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.De
 	return decs, false, nil
 }
 
-// all submits one call per request at once and waits for every answer,
-// whatever ctx does.
+// all makes one call per request and waits for every answer, whatever ctx
+// does. The calls of one shard are served together: by the caller, in one
+// batch, if nobody is serving the shard, or else by its owner.
 func (s *System) all(o op, reqs []table.Request) ([]table.Decision, error) {
 	calls := make([]*call, len(reqs))
-	var first error
+	shards := make([]int, len(reqs))
+	order := make([]int, len(reqs)) // indexes of reqs, by shard
 	for i, req := range reqs {
 		c := s.calls.Get().(*call)
 		c.op, c.req = o, req
-		if err := s.submit(c); err != nil {
-			c.reset()
-			s.calls.Put(c)
-			first = err
-			break
+		calls[i], shards[i], order[i] = c, shardOf(req.ID, len(s.shards)), i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(shards[a], shards[b]) })
+	queued := make([]bool, len(reqs)) // answered through c.done
+	var first error
+	run := make([]*call, 0, len(reqs))
+	for lo := 0; lo < len(order) && first == nil; {
+		hi := lo + 1
+		for hi < len(order) && shards[order[hi]] == shards[order[lo]] {
+			hi++
 		}
-		calls[i] = c
+		run = run[:0]
+		for _, i := range order[lo:hi] {
+			run = append(run, calls[i])
+		}
+		sh := s.shards[shards[order[lo]]]
+		served, err := s.serveDirect(sh, run...)
+		for _, i := range order[lo:hi] {
+			if err != nil || served {
+				break
+			}
+			if err = s.submit(sh, calls[i]); err == nil {
+				queued[i] = true
+			}
+		}
+		first = err
+		lo = hi
 	}
 	decs := make([]table.Decision, len(reqs))
 	for i, c := range calls {
-		if c == nil {
-			continue
+		if queued[i] {
+			<-c.done
 		}
-		<-c.done
 		decs[i] = c.dec
 		if c.err != nil && first == nil {
 			first = c.err
@@ -437,31 +464,30 @@ func (s *System) all(o op, reqs []table.Request) ([]table.Decision, error) {
 	return decs, first
 }
 
-// call hands one validated request to the owner of its shard and waits for
-// the answer (see Check for cancellation). On success the caller reads the
-// answer from c and then releases it.
+// call hands one validated request to its shard and waits for the answer
+// (see Check for cancellation): the caller serves the shard itself when
+// nobody else is, or queues the call for the owner. On success the caller
+// reads the answer from c and then releases it.
 func (s *System) call(ctx context.Context, o op, req table.Request) (*call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	c := s.calls.Get().(*call)
 	c.op, c.req = o, req
-	if err := s.submit(c); err != nil {
-		c.reset()
-		s.calls.Put(c)
+	sh := s.shards[shardOf(req.ID, len(s.shards))]
+	served, err := s.serveDirect(sh, c)
+	if err == nil && !served {
+		err = s.submit(sh, c)
+	}
+	if err != nil {
+		s.release(c)
 		return nil, err
 	}
-	if done := ctx.Done(); done == nil {
-		<-c.done // a plain receive: cheaper than a select
-	} else {
-		select {
-		case <-c.done:
-		case <-done:
-			if c.state.CompareAndSwap(statePending, stateCancelled) {
-				// The owner will skip c; it may still look at it, so c is not reused.
-				return nil, ctx.Err()
-			}
-			<-c.done // the owner took it: the answer is moments away
+	if !served {
+		s.wait(ctx, c)
+		if c.state.Load() == stateCancelled {
+			// The owner will skip c; it may still look at it, so c is not reused.
+			return nil, ctx.Err()
 		}
 	}
 	if err := c.err; err != nil {
@@ -471,9 +497,60 @@ func (s *System) call(ctx context.Context, o op, req table.Request) (*call, erro
 	return c, nil
 }
 
-// submit queues c in its shard's inbox, waking the owner if it is idle.
-func (s *System) submit(c *call) error {
-	sh := s.shards[shardOf(c.req.ID, len(s.shards))]
+// wait waits for the owner to answer c, or for ctx to end before the owner
+// takes c, which then is cancelled.
+func (s *System) wait(ctx context.Context, c *call) {
+	done := ctx.Done()
+	if done == nil {
+		<-c.done // a plain receive: cheaper than a select
+		return
+	}
+	select {
+	case <-c.done:
+	case <-done:
+		if !c.state.CompareAndSwap(statePending, stateCancelled) {
+			<-c.done // the owner took it: the answer is moments away
+		}
+	}
+}
+
+// serveDirect serves the calls cs, all of shard sh, on the caller's
+// goroutine if nobody is serving sh (with the checks queued meanwhile, in
+// one batch), and reports whether it did; then each call holds its answer
+// (c.err included). It returns ErrStopped once Stop has begun. With
+// SyncAlways the owner serves every check: its batches are the group
+// commits.
+func (s *System) serveDirect(sh *shard, cs ...*call) (served bool, err error) {
+	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || sh.crashed.Load() || !sh.mu.TryLock() {
+		return false, nil
+	}
+	if sh.stopped {
+		sh.mu.Unlock()
+		return true, ErrStopped
+	}
+	if sh.crashed.Load() {
+		sh.mu.Unlock()
+		return false, nil
+	}
+	batch := sh.q.take(sh.spare, false)
+	sh.spare = nil
+	for _, c := range cs {
+		c.direct = true
+		batch = append(batch, c)
+	}
+	crash := sh.serve(&s.cfg, batch)
+	sh.spare = batch[:0]
+	sh.mu.Unlock()
+	if crash != nil {
+		// The owner is restarted to rebuild the table; the checks queued
+		// meanwhile wait for it.
+		s.actors.Root.Send(sh.pid, crashMessage{})
+	}
+	return true, nil
+}
+
+// submit queues c in the inbox of its shard sh, waking the owner if it is idle.
+func (s *System) submit(sh *shard, c *call) error {
 	kick, err := sh.q.push(c)
 	if err != nil {
 		return err
@@ -519,6 +596,9 @@ func (s *System) Stop(ctx context.Context) error {
 func (s *System) stop(ctx context.Context) error {
 	for _, sh := range s.shards {
 		sh.q.close()
+		sh.mu.Lock()
+		sh.stopped = true
+		sh.mu.Unlock()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -591,6 +671,7 @@ type call struct {
 	buckets []table.Bucket // opBuckets
 	err     error
 	done    chan struct{} // capacity 1; the owner signals it once
+	direct  bool          // its caller serves it (serveDirect): no signal
 }
 
 // op is what a call asks of its owner.
@@ -609,15 +690,23 @@ const (
 	stateCancelled       // the caller gave up first; the owner skips it
 )
 
-// fail answers c with err unless its caller gave up.
-func (c *call) fail(err error) {
-	if c.state.CompareAndSwap(statePending, stateTaken) || c.state.Load() == stateTaken {
-		c.err = err
+// answer completes c, taken, with err besides its decision, and signals
+// its caller unless the caller is serving it.
+func (c *call) answer(err error) {
+	c.err = err
+	if !c.direct {
 		c.done <- struct{}{}
 	}
 }
 
+// fail answers c with err unless its caller gave up.
+func (c *call) fail(err error) {
+	if c.state.CompareAndSwap(statePending, stateTaken) || c.state.Load() == stateTaken {
+		c.answer(err)
+	}
+}
+
 func (c *call) reset() {
-	c.op, c.req, c.dec, c.n, c.buckets, c.err = opCheck, table.Request{}, table.Decision{}, 0, nil, nil
+	c.op, c.req, c.dec, c.n, c.buckets, c.err, c.direct = opCheck, table.Request{}, table.Decision{}, 0, nil, nil, false
 	c.state.Store(statePending)
 }

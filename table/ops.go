@@ -44,7 +44,7 @@ func (t *Table) refundGCRA(g *group, k *groupKey, req *Request, h uint64, b, ns,
 	e := emission(req.Scale, req.Limit)
 	tat := max(it.bucket*width+t.slots.at(it.slot()).aux, ns)
 	tat = max(tat-min(req.Hits, req.burst())*e, ns)
-	it = t.moveTo(g, it, b, ms)
+	it = t.moveTo(g, it, b, h, ms)
 	s := t.slots.mut(it.slot())
 	s.aux, s.count, s.modified = tat-b*width, (tat-ns+e-1)/e, ms
 	t.mark(it)

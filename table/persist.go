@@ -172,20 +172,28 @@ func (t *Table) restore(d *decoded, now time.Time) {
 	_, ms := t.advance(now)
 	g := t.groupOf(&d.key)
 	h := maphash.String(t.seed, d.slot.id)
+	var it item
+	found := false
+	if g != nil {
+		it, found = t.find(g, d.window, h, d.slot.id)
+	}
 	if d.kind == recordPut && !d.key.expired(d.window, ms, t.ttlMs) {
-		// One search: insert, and if the bucket was there, drop the old slot.
+		if found {
+			s := t.slots.mut(it.slot())
+			s.count, s.aux, s.created, s.modified = d.slot.count, d.slot.aux, d.slot.created, d.slot.modified
+			return
+		}
 		if g == nil {
 			g = t.newGroup(d.key)
 		}
 		t.last = g
 		idx := t.slots.alloc()
-		*t.slots.mut(idx) = d.slot
-		it := mkItem(g.id, d.window, h, idx)
-		if prev, replaced := t.tree.SetHint(it, &t.hint); replaced {
-			t.unmark(prev.slot())
-			t.slots.release(prev.slot())
-			return
-		}
+		s := t.slots.mut(idx)
+		*s = d.slot
+		s.gid, s.bucket, s.fp = g.id, d.window, keyFP(h, g.id, d.window)
+		t.ix.add(s.fp, idx)
+		it = mkItem(g.id, d.window, idx)
+		t.tree.SetHint(it, &t.hint)
 		g.n++
 		if !g.indexed || it.bucket < g.minBucket {
 			t.reindex(g, it.bucket)
@@ -193,10 +201,8 @@ func (t *Table) restore(d *decoded, now time.Time) {
 		return
 	}
 	// A delete, or a state that has expired: the bucket must not be there.
-	if g != nil {
-		if it, found := t.find(g, d.window, h, d.slot.id); found {
-			t.remove(g, it)
-		}
+	if found {
+		t.remove(g, it)
 	}
 }
 

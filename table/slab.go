@@ -7,6 +7,11 @@ type slot struct {
 	aux      int64 // sliding window: the previous window's count; GCRA: the TAT, in ns after the window's start
 	created  int64 // Unix ms of the first counted hit in the window
 	modified int64 // Unix ms of the last counted hit
+
+	// The bucket's key, for the index to tell it from others.
+	bucket int64  // window number
+	gid    uint32 // group id
+	fp     uint32 // keyFP of the key: where the index holds the slot
 }
 
 const (

@@ -40,10 +40,10 @@ type Stats struct {
 // earlier than one already seen is treated as that later time, so a clock
 // that steps back can never reopen a window that was swept.
 type Table struct {
-	tree  *btree.BTreeG[item] // (group, window, hash, id) → slot
+	tree  *btree.BTreeG[item] // (group, window, slot): the buckets in window order
 	hint  btree.PathHint
+	ix    index // (group, window, id) → slot
 	slots slab
-	probe string // the id of the key being searched for (item.slot == probeSlot)
 
 	groups   map[groupKey]*group
 	byID     []*group // indexed by group id; nil where the id is free
@@ -67,24 +67,20 @@ type Table struct {
 	w       recordWriter // used by Changes
 }
 
-// item is one bucket's key in the ordered table. It is fixed-size so that
-// comparisons never chase a pointer: the id itself lives in the slot and is
-// compared only when two ids of one window share a 64-bit hash.
+// item is one bucket's key in the ordered table: 16 bytes, compared
+// without chasing a pointer. Within a window, buckets are in scattered
+// slot order; the index, not the tree, finds a bucket by id.
 type item struct {
 	gs     uint64 // group id << 32 | slot: the group and the index of the state in Table.slots
 	bucket int64  // window number, floor(unix_ms / width_ms)
-	hash   uint64 // maphash of the id
 }
 
-func mkItem(gid uint32, bucket int64, hash uint64, slot uint32) item {
-	return item{gs: uint64(gid)<<32 | uint64(slot), bucket: bucket, hash: hash}
+func mkItem(gid uint32, bucket int64, slot uint32) item {
+	return item{gs: uint64(gid)<<32 | uint64(slot), bucket: bucket}
 }
 
 func (it item) gid() uint32  { return uint32(it.gs >> 32) }
 func (it item) slot() uint32 { return uint32(it.gs) }
-
-// probeSlot marks a search key; its id is Table.probe.
-const probeSlot = math.MaxUint32
 
 // group is the set of buckets sharing a key (namespace, algorithm, scale,
 // and without a namespace limit and burst). All windows of a group expire
@@ -166,7 +162,7 @@ func New(cfg Config) *Table {
 		evict:      cfg.Evict,
 	}
 	opts := btree.Options{NoLocks: true, Degree: 128}
-	t.tree = btree.NewBTreeGOptions(t.less, opts)
+	t.tree = btree.NewBTreeGOptions(lessItem, opts)
 	t.due = btree.NewBTreeGOptions(func(a, b dueItem) bool {
 		if a.at != b.at {
 			return a.at < b.at
@@ -176,26 +172,27 @@ func New(cfg Config) *Table {
 	return t
 }
 
-func (t *Table) less(a, b item) bool {
-	switch {
-	case a.gid() != b.gid():
+func lessItem(a, b item) bool {
+	if a.gid() != b.gid() {
 		return a.gid() < b.gid()
-	case a.bucket != b.bucket:
-		return a.bucket < b.bucket
-	case a.hash != b.hash:
-		return a.hash < b.hash
-	case a.slot() == b.slot():
-		return false
 	}
-	return t.idOf(a.slot()) < t.idOf(b.slot())
+	if a.bucket != b.bucket {
+		return a.bucket < b.bucket
+	}
+	return scatter(a.slot()) < scatter(b.slot())
 }
 
-func (t *Table) idOf(slot uint32) string {
-	if slot == probeSlot {
-		return t.probe
-	}
-	return t.slots.at(slot).id
+// scatter is a bijection of uint32 that orders the slots of one window
+// pseudo-randomly. New slots are mostly handed out in increasing order, and
+// a B-tree filled in key order leaves every node it splits half full; in
+// scattered order the nodes stay about 70% full, as for random keys.
+func scatter(x uint32) uint32 {
+	x *= 0x9e3779b1 // odd: invertible mod 2^32
+	return x ^ x>>16
 }
+
+// first is the smallest item of group gid.
+func first(gid uint32) item { return item{gs: uint64(gid) << 32, bucket: math.MinInt64} }
 
 // Len returns the number of buckets in the table, expired or not.
 func (t *Table) Len() int { return t.tree.Len() }
@@ -224,12 +221,26 @@ func (t *Table) groupOf(k *groupKey) *group {
 	return g
 }
 
-// find returns the bucket of id in window b of g.
+// find returns the bucket of id (maphash h) in window b of g.
 func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
-	t.probe = id
-	it, ok := t.tree.Get(mkItem(g.id, b, h, probeSlot))
-	t.probe = ""
-	return it, ok
+	x := &t.ix
+	if x.n == 0 {
+		return item{}, false
+	}
+	fp := keyFP(h, g.id, b)
+	for i := fp & x.mask; ; i = (i + 1) & x.mask {
+		e := x.e[i]
+		if e == 0 {
+			return item{}, false
+		}
+		if uint32(e>>32) != fp {
+			continue
+		}
+		slot := uint32(e) - 1
+		if s := t.slots.at(slot); s.gid == g.id && s.bucket == b && s.id == id {
+			return mkItem(g.id, b, slot), true
+		}
+	}
 }
 
 // Apply counts req.Hits against the bucket of req.ID and returns the
@@ -362,17 +373,17 @@ func (t *Table) applyGCRA(g *group, k *groupKey, req *Request, h uint64, ns, ms 
 		}
 		return d
 	}
-	it = t.moveTo(g, it, b, ms)
+	it = t.moveTo(g, it, b, h, ms)
 	s := t.slots.mut(it.slot())
 	s.count, s.aux, s.modified = d.Count, tat-b*width, ms
 	t.mark(it)
 	return d
 }
 
-// moveTo moves bucket it of g to window b, where its next state belongs,
-// and returns its new key. The bucket keeps its slot; its old key is
-// journaled as deleted.
-func (t *Table) moveTo(g *group, it item, b int64, ms int64) item {
+// moveTo moves bucket it of g, whose id has maphash h, to window b, where
+// its next state belongs, and returns its new key. The bucket keeps its
+// slot; its old key is journaled as deleted.
+func (t *Table) moveTo(g *group, it item, b int64, h uint64, ms int64) item {
 	if it.bucket == b {
 		return it
 	}
@@ -381,7 +392,10 @@ func (t *Table) moveTo(g *group, it item, b int64, ms int64) item {
 	moved := it
 	moved.bucket = b
 	t.tree.SetHint(moved, &t.hint)
-	t.slots.mut(it.slot()).created = ms
+	s := t.slots.mut(it.slot())
+	t.ix.del(s.fp, it.slot())
+	s.created, s.bucket, s.fp = ms, b, keyFP(h, g.id, b)
+	t.ix.add(s.fp, it.slot())
 	t.rekey(it, moved)
 	return moved
 }
@@ -405,8 +419,10 @@ func (t *Table) create(g *group, k *groupKey, b int64, h uint64, id string, s sl
 	// larger (a request line) that the table must not keep alive.
 	s.id = strings.Clone(id)
 	s.created, s.modified = ms, ms
+	s.gid, s.bucket, s.fp = g.id, b, keyFP(h, g.id, b)
 	*t.slots.mut(idx) = s
-	t.insert(g, mkItem(g.id, b, h, idx))
+	t.ix.add(s.fp, idx)
+	t.insert(g, mkItem(g.id, b, idx))
 	return true
 }
 
@@ -425,7 +441,7 @@ func (t *Table) makeRoom(ms int64) bool {
 	}
 	g := t.byID[d.gid]
 	var victim item
-	t.tree.Ascend(mkItem(g.id, math.MinInt64, 0, probeSlot), func(it item) bool {
+	t.tree.Ascend(first(g.id), func(it item) bool {
 		victim = it
 		return false
 	})
@@ -449,7 +465,7 @@ func (t *Table) full(d Decision) Decision {
 	return d
 }
 
-// insert puts the new bucket it of group g in the table and the change log.
+// insert puts the new bucket it of group g in the tree and the change log.
 func (t *Table) insert(g *group, it item) {
 	t.tree.SetHint(it, &t.hint)
 	g.n++
@@ -502,8 +518,7 @@ func (t *Table) reindex(g *group, minBucket int64) {
 // group's last bucket, so that the group is gone too.
 func (t *Table) remove(g *group, it item) bool {
 	t.tree.Delete(it)
-	t.unmark(it.slot())
-	t.slots.release(it.slot())
+	t.release(it.slot())
 	if g.n--; g.n == 0 {
 		t.dropGroup(g)
 		return true
@@ -530,12 +545,11 @@ func (t *Table) DeleteExpired(now time.Time, max int) int {
 		g := t.byID[d.gid]
 		// Windows below cut have expired.
 		cut := floorDiv(ms-t.ttlMs, g.key.widthMs) - g.key.span() + 1
-		t.tree.DeleteAscend(mkItem(g.id, math.MinInt64, 0, probeSlot), func(it item) btree.Action {
+		t.tree.DeleteAscend(first(g.id), func(it item) btree.Action {
 			if it.gid() != g.id || it.bucket >= cut || deleted >= max {
 				return btree.Stop
 			}
-			t.unmark(it.slot())
-			t.slots.release(it.slot())
+			t.release(it.slot())
 			g.n--
 			deleted++
 			return btree.Delete
@@ -544,12 +558,20 @@ func (t *Table) DeleteExpired(now time.Time, max int) int {
 			t.dropGroup(g)
 			continue
 		}
-		t.tree.Ascend(mkItem(g.id, math.MinInt64, 0, probeSlot), func(it item) bool {
+		t.tree.Ascend(first(g.id), func(it item) bool {
 			t.reindex(g, it.bucket)
 			return false
 		})
 	}
 	return deleted
+}
+
+// release frees slot i, which the tree no longer holds: out of the index
+// and the change log, back to the slab.
+func (t *Table) release(i uint32) {
+	t.ix.del(t.slots.at(i).fp, i)
+	t.unmark(i)
+	t.slots.release(i)
 }
 
 // floorDiv is a / b rounded toward negative infinity, for b > 0.
