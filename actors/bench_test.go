@@ -162,4 +162,3 @@ func BenchmarkReplyPath(b *testing.B) {
 		})
 	})
 }
-
