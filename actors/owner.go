@@ -199,11 +199,20 @@ func (o *owner) Receive(c actor.Context) {
 		sh.snapshotted(o.cfg, m)
 		sh.mu.Unlock()
 	case *sweeper.Sweep:
-		sh.mu.Lock()
-		o.crashIfCrashed(c)
-		n := sh.table.DeleteExpired(m.Now, m.Max)
-		sh.buckets.Store(int64(sh.table.Len()))
-		sh.mu.Unlock()
+		n := 0
+		for n < m.Max {
+			// Slices of a long sweep let the checks in: the shard's lock is
+			// free between them, and what was queued meanwhile is served.
+			sh.mu.Lock()
+			o.crashIfCrashed(c)
+			k := sh.table.DeleteExpired(m.Now, min(sweepSlice, m.Max-n))
+			n += k
+			o.serveLocked(c, false)
+			sh.mu.Unlock()
+			if k < sweepSlice {
+				break
+			}
+		}
 		c.Respond(&sweeper.Swept{Round: m.Round, Target: m.Target, Deleted: n, More: n == m.Max})
 	case *actor.Started:
 		sh.mu.Lock()
@@ -231,18 +240,31 @@ func (o *owner) crashIfCrashed(c actor.Context) {
 // before it lets the other messages of its mailbox through.
 const drainQuantum = 4096
 
+// sweepSlice is how many expired buckets an owner deletes at a time, about
+// a tenth of a millisecond of work, before it lets checks in.
+const sweepSlice = 1000
+
 // drain answers one batch of queued checks and returns its size.
 func (o *owner) drain(c actor.Context, settle bool) int {
-	sh := o.sh
-	sh.mu.Lock()
+	o.sh.mu.Lock()
 	o.crashIfCrashed(c)
+	n := o.serveLocked(c, settle)
+	o.sh.mu.Unlock()
+	return n
+}
+
+// serveLocked answers what is queued, holding sh.mu, and returns how many
+// checks that was. If deciding them panicked, it releases sh.mu and panics
+// too, so that the owner is restarted.
+func (o *owner) serveLocked(c actor.Context, settle bool) int {
+	sh := o.sh
 	batch := sh.q.take(sh.spare, settle)
 	sh.spare = nil
 	crash := sh.serve(o.cfg, batch)
 	n := len(batch)
 	sh.spare = batch[:0]
-	sh.mu.Unlock()
 	if crash != nil {
+		sh.mu.Unlock()
 		c.Send(c.Self(), drainMessage{})
 		panic(crash)
 	}
