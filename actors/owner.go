@@ -137,7 +137,13 @@ func (o *owner) start() {
 	if !sh.crashed.Load() && sh.table != nil {
 		return
 	}
-	defer sh.crashed.Store(false)
+	o.rebuild()
+	sh.crashed.Store(false)
+}
+
+// rebuild replaces the table of a crashed shard: from the journal, or empty.
+func (o *owner) rebuild() {
+	sh := o.sh
 	if sh.j == nil && o.cfg.DataDir == "" {
 		sh.table = table.New(o.cfg.tableConfig(false))
 		sh.seen = table.Stats{}
@@ -191,49 +197,64 @@ func (o *owner) Receive(c actor.Context) {
 			}
 		}
 	case crashMessage:
-		sh.mu.Lock()
-		o.crashIfCrashed(c)
-		sh.mu.Unlock()
+		o.locked(c, func() {}) // restarts the owner if the shard crashed
 	case snapshotDone:
-		sh.mu.Lock()
-		sh.snapshotted(o.cfg, m)
-		sh.mu.Unlock()
+		o.locked(c, func() { sh.snapshotted(o.cfg, m) })
 	case *sweeper.Sweep:
 		n := 0
 		for n < m.Max {
 			// Slices of a long sweep let the checks in: the shard's lock is
 			// free between them, and what was queued meanwhile is served.
-			sh.mu.Lock()
-			o.crashIfCrashed(c)
-			k := sh.table.DeleteExpired(m.Now, min(sweepSlice, m.Max-n))
-			n += k
-			o.serveLocked(c, false)
-			sh.mu.Unlock()
-			if k < sweepSlice {
+			k := 0
+			o.locked(c, func() {
+				if o.cfg.sweepHook != nil {
+					o.cfg.sweepHook()
+				}
+				k = sh.table.DeleteExpired(m.Now, min(sweepSlice, m.Max-n))
+				o.serveLocked(false)
+			})
+			if n += k; k < sweepSlice {
 				break
 			}
 		}
 		c.Respond(&sweeper.Swept{Round: m.Round, Target: m.Target, Deleted: n, More: n == m.Max})
 	case *actor.Started:
 		sh.mu.Lock()
+		defer sh.mu.Unlock()
 		o.start()
 		sh.buckets.Store(int64(sh.table.Len()))
-		sh.mu.Unlock()
 	case *actor.Restarting:
 		o.cfg.Logger.Warn("shard owner restarting", "shard", sh.index, "journal", sh.j != nil)
 	}
 }
 
-// crashIfCrashed panics, so that the supervisor restarts the owner, if the
-// shard crashed; the owner holds sh.mu, which it releases first. The inbox
-// counts on the owner to drain it, so the restarted owner is told to.
-func (o *owner) crashIfCrashed(c actor.Context) {
-	if !o.sh.crashed.Load() {
-		return
+// locked runs fn holding sh.mu. If the shard has crashed, before or in fn
+// (a panic, or a batch whose deciding panicked), it releases sh.mu and
+// panics, so that the supervisor restarts the owner, which rebuilds the
+// table first; the inbox counts on the owner to drain it, so the restarted
+// owner is told to.
+func (o *owner) locked(c actor.Context, fn func()) {
+	sh := o.sh
+	sh.mu.Lock()
+	defer func() {
+		r := recover()
+		if r == nil && !sh.crashed.Load() {
+			sh.mu.Unlock()
+			return
+		}
+		if r == nil {
+			r = errCrashed
+		}
+		if !sh.crashed.Swap(true) {
+			sh.restarts.Add(1) // a panic outside serve, which counts its own
+		}
+		sh.mu.Unlock()
+		c.Send(c.Self(), drainMessage{})
+		panic(r)
+	}()
+	if !sh.crashed.Load() {
+		fn()
 	}
-	o.sh.mu.Unlock()
-	c.Send(c.Self(), drainMessage{})
-	panic(errCrashed)
 }
 
 // drainQuantum is how many checks an owner serves for one drainMessage
@@ -245,18 +266,14 @@ const drainQuantum = 4096
 const sweepSlice = 1000
 
 // drain answers one batch of queued checks and returns its size.
-func (o *owner) drain(c actor.Context, settle bool) int {
-	o.sh.mu.Lock()
-	o.crashIfCrashed(c)
-	n := o.serveLocked(c, settle)
-	o.sh.mu.Unlock()
+func (o *owner) drain(c actor.Context, settle bool) (n int) {
+	o.locked(c, func() { n = o.serveLocked(settle) })
 	return n
 }
 
 // serveLocked answers what is queued, holding sh.mu, and returns how many
-// checks that was. If deciding them panicked, it releases sh.mu and panics
-// too, so that the owner is restarted.
-func (o *owner) serveLocked(c actor.Context, settle bool) int {
+// checks that was. If deciding them panicked, it panics with that value.
+func (o *owner) serveLocked(settle bool) int {
 	sh := o.sh
 	batch := sh.q.take(sh.spare, settle)
 	sh.spare = nil
@@ -264,8 +281,6 @@ func (o *owner) serveLocked(c actor.Context, settle bool) int {
 	n := len(batch)
 	sh.spare = batch[:0]
 	if crash != nil {
-		sh.mu.Unlock()
-		c.Send(c.Self(), drainMessage{})
 		panic(crash)
 	}
 	return n

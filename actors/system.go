@@ -110,8 +110,11 @@ type Config struct {
 	// drops the segments it covers; 0 means 32 MiB.
 	SnapshotThreshold int64
 
-	// applyHook, set only by tests, runs in the owner before each Apply.
+	// applyHook, set only by tests, runs before each Apply.
 	applyHook func(table.Request)
+	// sweepHook, set only by tests, runs in the owner before each slice
+	// of a sweep, holding the shard.
+	sweepHook func()
 }
 
 func (cfg Config) withDefaults() (Config, error) {
@@ -539,6 +542,13 @@ func (s *System) serveDirect(sh *shard, cs ...*call) (served bool, err error) {
 		batch = append(batch, c)
 	}
 	crash := sh.serve(&s.cfg, batch)
+	if crash == nil && sh.q.queued.Load() > 0 {
+		// Checks queued while this batch was decided: serve them now, as
+		// one batch (one journal record), rather than leave them to the
+		// owner's next turn.
+		batch = sh.q.take(batch[:0], false)
+		crash = sh.serve(&s.cfg, batch)
+	}
 	sh.spare = batch[:0]
 	sh.mu.Unlock()
 	if crash != nil {

@@ -302,3 +302,36 @@ func TestInboxSendsOneDrainMessagePerDrain(t *testing.T) {
 		t.Fatalf("push into a closed inbox: got %v, want ErrStopped", err)
 	}
 }
+
+// TestCrashDuringASweepRestartsTheOwner: a panic in an owner while it holds
+// its shard for a sweep releases the shard and restarts the owner, which
+// rebuilds the table (empty, without a journal); the shard serves on.
+func TestCrashDuringASweepRestartsTheOwner(t *testing.T) {
+	t.Parallel()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	clock := clocktest.New(t0)
+	var crash atomic.Bool
+	crash.Store(true)
+	s := startSystem(t, Config{Shards: 1, Clock: clock, SweepInterval: 10 * time.Second, sweepHook: func() {
+		if crash.Swap(false) {
+			panic("injected sweep crash")
+		}
+	}})
+	ctx := context.Background()
+	for range 3 {
+		if _, err := s.Check(ctx, hit("kept", 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.BlockUntil(1)
+	clock.Advance(10 * time.Second)
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Restarts != 1; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatalf("restarts: got %d within 10s, want 1", s.Stats().Restarts)
+		}
+	}
+	// Served again, from a rebuilt (here: empty) table.
+	if d, err := s.Check(ctx, hit("kept", 10)); err != nil || !d.Allowed || d.Count != 1 {
+		t.Fatalf("check after the crash: got %+v, %v, want allowed at count 1 (the table was rebuilt empty)", d, err)
+	}
+}
