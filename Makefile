@@ -40,8 +40,8 @@ bench: ## Run every benchmark (no tests), with allocations.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 .PHONY: bench-compare
-bench-compare: ## Compare with other limiters (bench/, its own module); writes bench/RESULTS.md, bench/charts/.
-	cd bench && $(GO) run ./cmd/compare
+bench-compare: ## Compare with other limiters (bench/, its own module); writes bench/RESULTS.md, bench/charts/ and README.md's performance block.
+	cd bench && $(GO) run ./cmd/compare -readme ../README.md
 
 fuzz: ## Run each Fuzz target for FUZZTIME (default 20s), one after another.
 	@set -e; \

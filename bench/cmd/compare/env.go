@@ -188,7 +188,7 @@ func (r *runner) describe(ctx context.Context) {
 	}
 	rep.Commands = []report.Command{
 		{What: "this run", Line: this},
-		{What: "full mode (writes bench/RESULTS.md and bench/charts/)", Line: "make bench-compare    # = cd bench && go run ./cmd/compare"},
+		{What: "full mode (writes bench/RESULTS.md and bench/charts/, and the performance block of README.md)", Line: "make bench-compare    # = cd bench && go run ./cmd/compare -readme ../README.md"},
 		{What: "short mode, as CI runs it", Line: `cd bench && go run ./cmd/compare -short -out "$(mktemp -d)"`},
 	}
 }

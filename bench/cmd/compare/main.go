@@ -8,7 +8,14 @@
 // and batched POST /check_rate, gubernator v2, a Redis+Lua front), each
 // server in a child process of its own; 2. embedded limiters in this
 // process; 3. scaling (memory per bucket against Redis, sweep cost, check
-// latency during a sweep, journal sync modes). -only picks sections.
+// latency during a sweep, journal sync modes); 4. the ratelimitd module's
+// own Go benchmarks (go test -bench, a child process per package, in the
+// module root; with -short, as a smoke test). -only picks sections.
+//
+// With -readme PATH (full mode only; make bench-compare passes
+// ../README.md) it also rewrites the block of that file between
+// <!-- bench:begin --> and <!-- bench:end --> with a summary of the run,
+// every figure as RESULTS.md prints it.
 //
 // Everything listens on 127.0.0.1 only. Every child runs in its own process
 // group with a parent-death signal and is stopped (SIGTERM, then SIGKILL) on
@@ -40,7 +47,7 @@ import (
 )
 
 // sections, in the order they run.
-var sections = []string{"http", "embedded", "memory", "sweep", "sweeplat", "journal"}
+var sections = []string{"http", "embedded", "memory", "sweep", "sweeplat", "journal", "gobench"}
 
 type options struct {
 	short       bool
@@ -49,6 +56,7 @@ type options struct {
 	conns       int
 	redisServer string
 	budget      time.Duration
+	readme      string
 }
 
 func main() {
@@ -62,6 +70,7 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 64, "keep-alive connections (and load goroutines) of the HTTP load client")
 	flag.StringVar(&o.redisServer, "redis-server", "redis-server", "the redis-server binary (the Redis peer is skipped if it is missing)")
 	flag.DurationVar(&o.budget, "budget", 0, "stop measuring after this long (default 19m, 170s with -short); the report is written anyway")
+	flag.StringVar(&o.readme, "readme", "", "full mode only: rewrite the block between "+report.READMEBegin+" and "+report.READMEEnd+" of this file (the project's README.md) from the run's report")
 	flag.Parse()
 
 	if *serveRole != "" {
@@ -81,6 +90,10 @@ func main() {
 			os.Exit(2)
 		}
 		o.only = append(o.only, s)
+	}
+	if o.readme != "" && o.short {
+		fmt.Fprintln(os.Stderr, "compare: -readme needs the full mode: a short run's figures measure nothing")
+		os.Exit(2)
 	}
 	if o.budget == 0 {
 		o.budget = 19 * time.Minute
@@ -173,6 +186,13 @@ func run(o options) int {
 	for _, f := range files {
 		r.logf("wrote %s", f)
 	}
+	if o.readme != "" {
+		if err := writeREADME(o.readme, out, r.rep); err != nil {
+			r.fail("updating %s: %v", o.readme, err)
+		} else {
+			r.logf("wrote the performance block of %s", o.readme)
+		}
+	}
 	for _, g := range report.Goals(r.rep) {
 		r.logf("goal %-12s %s %s", g.Status, g.Name, g.Measured)
 	}
@@ -226,8 +246,28 @@ func (r *runner) section(ctx context.Context, s string) error {
 		return r.sweepLatSection(ctx)
 	case "journal":
 		return r.journalSection(ctx)
+	case "gobench":
+		return r.gobenchSection(ctx)
 	}
 	return errors.New("unknown section")
+}
+
+// writeREADME rewrites the marked performance block of the README at path
+// from rep, linking the RESULTS.md written in out.
+func writeREADME(path, out string, rep *report.Report) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	results, err := filepath.Abs(filepath.Join(out, "RESULTS.md"))
+	if err != nil {
+		return err
+	}
+	link, err := filepath.Rel(filepath.Dir(abs), results)
+	if err != nil {
+		return err
+	}
+	return report.UpdateREADME(abs, rep, filepath.ToSlash(link))
 }
 
 // sub returns a new directory under the run's temporary directory.

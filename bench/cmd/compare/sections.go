@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/bench/internal/embedded"
+	"github.com/ratelimitd/ratelimitd/bench/internal/gobench"
 	"github.com/ratelimitd/ratelimitd/bench/internal/keys"
 	"github.com/ratelimitd/ratelimitd/bench/internal/report"
 	"github.com/ratelimitd/ratelimitd/bench/internal/scaling"
@@ -238,6 +240,39 @@ func (r *runner) journalSection(ctx context.Context) error {
 	r.rep.Journal = j
 	for _, p := range pts {
 		r.logf("journal %-8s %10.0f checks/s p50 %v p99 %v", p.Mode, p.PerSec(), p.P50, p.P99)
+	}
+	return nil
+}
+
+// gobenchSection runs the ratelimitd module's own benchmarks, one go test
+// child process per invocation of gobench.Plan, in the module root.
+func (r *runner) gobenchSection(ctx context.Context) error {
+	p := &report.InPkg{}
+	r.rep.InPkg = p
+	plan := gobench.Plan(r.o.short)
+	procs := runtime.GOMAXPROCS(0)
+	var failed []string
+	for i, inv := range plan {
+		if ctx.Err() != nil {
+			for _, rest := range plan[i:] {
+				p.NotRun = append(p.NotRun, rest.CommandLine())
+			}
+			return fmt.Errorf("%d of %d go test runs not started: %w", len(plan)-i, len(plan), ctx.Err())
+		}
+		r.logf("gobench: %s (in %s)", inv.CommandLine(), r.rootDir)
+		o := gobench.Exec(ctx, goBin(), r.rootDir, procs, inv, func(line string) {
+			if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "--- FAIL") {
+				r.logf("gobench:   %s", strings.Join(strings.Fields(line), " "))
+			}
+		})
+		p.Runs = append(p.Runs, o)
+		r.logf("gobench: %d result lines in %s", len(o.Output.Results), o.Wall.Round(time.Millisecond))
+		if o.Err != "" {
+			failed = append(failed, inv.Pkg+" "+inv.Bench+": "+firstLine(o.Err))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d go test run(s) failed: %s", len(failed), strings.Join(failed, "; "))
 	}
 	return nil
 }

@@ -14,10 +14,22 @@ const (
 
 // Goal is one of the targets, judged on this run's numbers.
 type Goal struct {
+	ID       string // one of the Goal… constants
 	Name     string
+	Target   string // the target, in the words of Name: "≥ 0.85×"
 	Status   string // Pass, Miss or NotMeasured
 	Measured string // the numbers it was judged on
 }
+
+// Goal IDs, in the order Goals returns them.
+const (
+	GoalHTTPBare       = "http-bare"
+	GoalHTTPGubernator = "http-gubernator"
+	GoalBatches        = "batches"
+	GoalEmbedded1k     = "embedded-1k"
+	GoalEmbedded1M     = "embedded-1M"
+	GoalMemory         = "memory"
+)
 
 // Peer roles, as HTTPPeer.Short.
 const (
@@ -57,21 +69,21 @@ func Goals(r *Report) []Goal {
 	var gs []Goal
 	bare, get, batch, gub := r.HTTP.Peer(ShortBare), r.HTTP.Peer(ShortGet), r.HTTP.Peer(ShortBatch), r.HTTP.Peer(ShortGubernator)
 
-	g := Goal{Name: "ratelimitd HTTP GET /check_rate ≥ 0.85× the bare net/http handler (req/s)", Status: NotMeasured}
+	g := Goal{ID: GoalHTTPBare, Name: "ratelimitd HTTP GET /check_rate ≥ 0.85× the bare net/http handler (req/s)", Target: "≥ 0.85×", Status: NotMeasured}
 	if bare != nil && get != nil {
 		x := get.ReqPerSec() / bare.ReqPerSec()
 		g.Status, g.Measured = status(x >= 0.85), fmt.Sprintf("%s vs %s req/s = %.2f×", rate(get.ReqPerSec()), rate(bare.ReqPerSec()), x)
 	}
 	gs = append(gs, g)
 
-	g = Goal{Name: "ratelimitd HTTP ≥ 4× gubernator's HTTP (req/s, one check per request)", Status: NotMeasured}
+	g = Goal{ID: GoalHTTPGubernator, Name: "ratelimitd HTTP ≥ 4× gubernator's HTTP (req/s, one check per request)", Target: "≥ 4×", Status: NotMeasured}
 	if get != nil && gub != nil {
 		x := get.ReqPerSec() / gub.ReqPerSec()
 		g.Status, g.Measured = status(x >= 4), fmt.Sprintf("%s vs %s req/s = %.2f×", rate(get.ReqPerSec()), rate(gub.ReqPerSec()), x)
 	}
 	gs = append(gs, g)
 
-	g = Goal{Name: "batches of 100 over HTTP ≥ 1M checks/s", Status: NotMeasured}
+	g = Goal{ID: GoalBatches, Name: "batches of 100 over HTTP ≥ 1M checks/s", Target: "≥ 1M checks/s", Status: NotMeasured}
 	if batch != nil {
 		g.Status, g.Measured = status(batch.ChecksPerSec() >= 1e6), fmt.Sprintf("%s checks/s (%s req/s)", rate(batch.ChecksPerSec()), rate(batch.ReqPerSec()))
 	}
@@ -79,7 +91,7 @@ func Goals(r *Report) []Goal {
 
 	gs = append(gs, embeddedGoal(r.Embedded, 1_000, false), embeddedGoal(r.Embedded, 1_000_000, true))
 
-	g = Goal{Name: "memory per live bucket below Redis's memory per key", Status: NotMeasured}
+	g = Goal{ID: GoalMemory, Name: "memory per live bucket below Redis's memory per key", Target: "below Redis", Status: NotMeasured}
 	if m := r.Memory; m != nil {
 		if n, rl, rd, ok := largestCommon(m); ok {
 			g.Status, g.Measured = status(rl < rd), fmt.Sprintf("at %s buckets: %.0f B vs %.0f B = %.2f×", count(n), rl, rd, rl/rd)
@@ -92,9 +104,9 @@ func Goals(r *Report) []Goal {
 // embeddedGoal: at keys, ratelimitd within 3× of the fastest library in
 // every case (!ahead), or ahead of every library in every case (ahead).
 func embeddedGoal(e *Embedded, keys int, ahead bool) Goal {
-	g := Goal{Name: "embedded Check within 3× of the fastest in-process library at 1k keys (every distribution and goroutine count)", Status: NotMeasured}
+	g := Goal{ID: GoalEmbedded1k, Name: "embedded Check within 3× of the fastest in-process library at 1k keys (every distribution and goroutine count)", Target: "within 3×", Status: NotMeasured}
 	if ahead {
-		g.Name = "embedded Check ahead of every in-process library at 1M keys (every distribution and goroutine count)"
+		g.ID, g.Name, g.Target = GoalEmbedded1M, "embedded Check ahead of every in-process library at 1M keys (every distribution and goroutine count)", "ahead"
 	}
 	if e == nil {
 		return g

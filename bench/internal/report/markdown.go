@@ -58,7 +58,7 @@ func (b *md) table(header []string, rows [][]string) {
 }
 
 // numeric reports whether column i holds figures (right-aligned): every
-// cell starts with a digit or a dash.
+// cell starts with a digit, a sign or a dash.
 func numeric(rows [][]string, i int) bool {
 	any := false
 	for _, r := range rows {
@@ -66,7 +66,7 @@ func numeric(rows [][]string, i int) bool {
 			continue
 		}
 		c, _ := utf8.DecodeRuneInString(r[i])
-		if !unicode.IsDigit(c) && c != '—' && c != '-' {
+		if !unicode.IsDigit(c) && c != '—' && c != '-' && c != '+' {
 			return false
 		}
 		any = true
@@ -149,6 +149,7 @@ func Markdown(r *Report, charts []string) []byte {
 	b.sweepSection(r, charts)
 	b.sweepLatSection(r)
 	b.journalSection(r)
+	b.inPkgSection(r)
 
 	if len(r.Notes) > 0 {
 		b.p("## Notes from this run")
@@ -352,6 +353,20 @@ func (b *md) sweepSection(r *Report, charts []string) {
 	b.p("Against the number of live buckets:")
 	b.p("")
 	b.table(hdr, rows(r.Sweep.VsLive))
+	var growth []string
+	for _, c := range []struct {
+		what string
+		pts  []scaling.SweepPoint
+	}{{"against expired buckets", r.Sweep.VsExpired}, {"against live buckets", r.Sweep.VsLive}} {
+		if first, last, ok := sweepEnds(c.pts); ok {
+			growth = append(growth, fmt.Sprintf("%s %s (%s → %s)", ratio(last.NsPerDeleted()/first.NsPerDeleted()), c.what,
+				fmt.Sprintf("%.1f ns", first.NsPerDeleted()), fmt.Sprintf("%.1f ns", last.NsPerDeleted())))
+		}
+	}
+	if len(growth) > 0 {
+		b.p("Per deleted bucket, the last point ÷ the first: %s.", strings.Join(growth, "; "))
+		b.p("")
+	}
 	b.chart(charts, "sweep_vs_expired.svg", "sweep time against expired buckets")
 	b.chart(charts, "sweep_vs_live.svg", "sweep cost per deleted bucket against live buckets")
 }
@@ -413,4 +428,14 @@ func (b *md) journalSection(r *Report) {
 		rows = append(rows, []string{name, rate(p.PerSec()), ratio, dur(p.P50), dur(p.P99), dur(p.P999)})
 	}
 	b.table([]string{"JournalSync", "checks/s", "÷ no journal", "p50", "p99", "p99.9"}, rows)
+}
+
+// sweepEnds returns the first and the last point of a sweep curve, if both
+// deleted something.
+func sweepEnds(pts []scaling.SweepPoint) (first, last scaling.SweepPoint, ok bool) {
+	if len(pts) < 2 {
+		return first, last, false
+	}
+	first, last = pts[0], pts[len(pts)-1]
+	return first, last, first.NsPerDeleted() > 0 && last.NsPerDeleted() > 0
 }

@@ -8,6 +8,7 @@ package report
 import (
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/bench/internal/gobench"
 	"github.com/ratelimitd/ratelimitd/bench/internal/scaling"
 )
 
@@ -31,6 +32,7 @@ type Report struct {
 	Sweep    *Sweep
 	SweepLat *SweepLat
 	Journal  *Journal
+	InPkg    *InPkg
 	Skipped  map[string]string // section name → why it was not run
 }
 
@@ -168,4 +170,31 @@ type Journal struct {
 	Rounds     int
 	PerRound   time.Duration
 	Points     []scaling.JournalPoint
+}
+
+// InPkg is section 4: the ratelimitd module's own Go benchmarks, each
+// package's `go test -bench` run as a child process in the module root.
+type InPkg struct {
+	// Runs are the invocations in the order they ran, with their results
+	// summarized by family.
+	Runs []gobench.Outcome
+	// NotRun lists the command lines of the invocations the run's time
+	// budget left no room for.
+	NotRun []string
+}
+
+// Family returns the summary of the family with the given title, if a run
+// has it.
+func (p *InPkg) Family(title string) *gobench.Summary {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Runs {
+		for j := range p.Runs[i].Summaries {
+			if s := &p.Runs[i].Summaries[j]; s.Title == title {
+				return s
+			}
+		}
+	}
+	return nil
 }

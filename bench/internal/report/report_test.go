@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/bench/internal/gobench"
 	"github.com/ratelimitd/ratelimitd/bench/internal/scaling"
 )
 
@@ -255,5 +256,227 @@ func TestLinearTicks(t *testing.T) {
 	}
 	if len((linearTicks{}).Ticks(1, 1)) != 0 {
 		t.Error("ticks of an empty range")
+	}
+}
+
+// inPkgOutput is go test output for a few families of the plan, with
+// made-up figures.
+const inPkgOutput = `goos: linux
+pkg: github.com/ratelimitd/ratelimitd/table
+BenchmarkApply/keys=1000/baseline=map+mutex-2 	10000000	        86.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkApply/keys=1000/baseline=map+mutex-2 	10000000	        90.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkApply/keys=1000/table-2 	10000000	       142.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkApply/keys=1000/table-2 	10000000	       146.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkApply/keys=1000000/baseline=map+mutex-2 	 2000000	       500.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkApply/keys=1000000/table-2 	 1000000	       1000 ns/op	       0 B/op	       0 allocs/op
+PASS
+`
+
+const inPkgActors = `pkg: github.com/ratelimitd/ratelimitd/actors
+BenchmarkCheck/floor=map+mutex/p=64-2 	 1000	 100.0 ns/op	  10000000 checks/s	       0 B/op	       0 allocs/op
+BenchmarkCheck/system/p=64-2 	 1000	 1000 ns/op	  1000000 checks/s	       0 B/op	       0 allocs/op
+BenchmarkCheckJournal/sync=memory-2 	 1000	 1000 ns/op	  1000000 checks/s	       500.0 p99-µs	      39 B/op	       0 allocs/op
+BenchmarkCheckJournal/sync=interval-2 	 1000	 1250 ns/op	  800000 checks/s	      62.00 journal-B/check	       650.0 p99-µs	   0.8000 x-memory	      39 B/op	       0 allocs/op
+BenchmarkCheckJournal/sync=always-2 	 1000	 25000 ns/op	  40000 checks/s	      26.00 journal-B/check	     17000 p99-µs	   0.04000 x-memory	      39 B/op	       0 allocs/op
+BenchmarkRecovery/buckets=1000000-2 	 1	 680000000 ns/op	   1470588 buckets/s
+`
+
+const inPkgAPI = `pkg: github.com/ratelimitd/ratelimitd/api
+BenchmarkMiddlewareOverhead/bare/parallel-2 	 1000	 5.000 ns/op	       0 B/op	       0 allocs/op
+BenchmarkMiddlewareOverhead/middleware/parallel-2 	 1000	 1065 ns/op	      96 B/op	       2 allocs/op
+BenchmarkProxy-2 	 1	 15600 ratelimitd-p99-µs	 12000 ratelimitd-req/s	 0.9231 ratelimitd/reverseproxy	 16300 reverseproxy-p99-µs	 13000 reverseproxy-req/s
+`
+
+func outcome(t *testing.T, inv gobench.Invocation, text string, wall time.Duration) gobench.Outcome {
+	t.Helper()
+	out, err := gobench.Parse(strings.NewReader(text), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gobench.Outcome{Invocation: inv, Command: inv.CommandLine(), Wall: wall, Output: out, Summaries: gobench.Summarize(out.Results, inv.Families)}
+}
+
+func withInPkg(t *testing.T, r *Report) *Report {
+	plan := map[string]gobench.Invocation{}
+	for _, inv := range gobench.Plan(false) {
+		for _, f := range inv.Families {
+			plan[f.Title] = inv
+		}
+	}
+	failed := outcome(t, plan[gobench.FamKey], "", 3*time.Second)
+	failed.Err = "exit status 2; the output ended with:\nsomething | broke"
+	r.InPkg = &InPkg{
+		Runs: []gobench.Outcome{
+			outcome(t, plan[gobench.FamApply], inPkgOutput, 100*time.Second),
+			outcome(t, plan[gobench.FamCheck], inPkgActors, 60*time.Second),
+			outcome(t, plan[gobench.FamMiddleware], inPkgAPI, 90*time.Second),
+			failed,
+		},
+		NotRun: []string{plan[gobench.FamMatch].CommandLine()},
+	}
+	return r
+}
+
+func TestWriteInPkg(t *testing.T) {
+	r := withInPkg(t, synthetic())
+	md := string(Markdown(r, nil))
+	for _, want := range []string{
+		InPkgHeading,
+		"This is **short** mode",
+		"| `go test -run '^$' -bench '^BenchmarkApply$' -benchmem -benchtime 1s -count 3 -timeout 10m0s ./table/` | 1m40s | 6 | ok |",
+		"| FAILED: exit status 2; the output ended with: |",
+		"something | broke", // in the failure's code block
+		"not run: the time budget was used up",
+		"In all 4m13s of wall time.",
+		"### `BenchmarkApply` (`./table/`)",
+		"| benchmark | runs | b.N | time/op | B/op | allocs/op | range of time/op | time/op ÷ baseline=map+mutex |",
+		"| `keys=1000/baseline=map+mutex` | 2 | 10.00M | 88.0 ns | 0 | 0 | 86.0 ns – 90.0 ns | 1.00× |",
+		"| `keys=1000/table` | 2 | 10.00M | 144 ns | 0 | 0 | 142 ns – 146 ns | 1.64× |",
+		"| `keys=1000000/table` | 1 | 1.00M | 1.00 µs | 0 | 0 | — | 2.00× |",
+		"| benchmark | runs | b.N | time/op | checks/s | p99 | B/op | allocs/op | journal-B/check | x-memory | range of checks/s | checks/s ÷ sync=memory |",
+		"| `sync=always` | 1 | 1000 | 25.0 µs | 40.0k | 17.0 ms | 39 | 0 | 26 | 0.040 | — | 0.04× |",
+		"| `buckets=1000000` | 1 | 1 | 680 ms | 1.47M | — |",
+		"time/op − bare |",
+		"| `middleware/parallel` | 1 | 1000 | 1.06 µs | 96 | 2 | — | 213.00× | +1.06 µs |",
+		"| `BenchmarkProxy` | 1 | 1 | 15.6 ms | 12.0k | 0.923 | 16.3 ms | 13.0k | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("RESULTS.md lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "NaN") || strings.Contains(md, "Inf") {
+		t.Error("RESULTS.md holds NaN or Inf")
+	}
+	r.InPkg = nil
+	r.Skipped = map[string]string{"gobench": "-only http"}
+	if md := string(Markdown(r, nil)); !strings.Contains(md, InPkgHeading+"\n\nNot run: -only http.") {
+		t.Errorf("a skipped in-package section:\n%s", md[strings.Index(md, InPkgHeading):])
+	}
+}
+
+// TestREADMEBlockNumbersInResults: every number of the README block is a
+// number of the RESULTS.md of the same report, whole or in part.
+func TestREADMEBlockNumbersInResults(t *testing.T) {
+	for name, r := range map[string]*Report{"full": withInPkg(t, synthetic()), "no in-package": synthetic(), "empty": {Started: time.Now(), Mode: "full"}} {
+		block := READMEBlock(r, "bench/RESULTS.md")
+		have := map[string]bool{}
+		for _, n := range Numbers(string(Markdown(r, nil)), false) {
+			have[n] = true
+		}
+		nums := Numbers(block, true)
+		for _, n := range nums {
+			if !have[n] {
+				t.Errorf("%s: the README block's %q is not in RESULTS.md", name, n)
+			}
+		}
+		if name == "full" && len(nums) < 40 {
+			t.Errorf("%s: only %d numbers in the block: %v\n%s", name, len(nums), nums, block)
+		}
+		if t.Failed() {
+			t.Logf("%s block:\n%s", name, block)
+		}
+	}
+}
+
+func TestREADMEBlock(t *testing.T) {
+	block := READMEBlock(withInPkg(t, synthetic()), "bench/RESULTS.md")
+	for _, want := range []string{
+		READMEBegin + "\n", READMEEnd + "\n",
+		"in short mode on 2026-11-30 08:00 UTC, on Test CPU, 2 cores (GOMAXPROCS 2), go1.26.8",
+		"[bench/RESULTS.md](bench/RESULTS.md)",
+		"| what | ratelimitd | baseline or peer, same run | ratio | goal |",
+		"| 31.0k req/s | bare handler: 36.0k req/s | 0.86× | ≥ 0.85×: **PASS** |",
+		"| 31.0k req/s | gubernator: 5.00k req/s | 6.20× | ≥ 4×: **PASS** |",
+		"| 900.0k checks/s (9.00k req/s of 100 checks) | — | — | ≥ 1M checks/s: **MISS** |",
+		"at 1k keys vs the fastest in-process library, in ratelimitd's worst case (uniform, 1 goroutine) | 1.00M checks/s | x/time/rate (sharded map): 7.00M checks/s | 0.14× | within 3×: **MISS** |",
+		"at 1M keys vs the fastest in-process library, in ratelimitd's worst case (uniform, 2 goroutines) | 500.0k checks/s | x/time/rate (sharded map): 400.0k checks/s | 1.25× | ahead: **PASS** |",
+		"memory per live bucket at 1M buckets (heap after GC) vs Redis's per key (`used_memory`) | 101.0 B | Redis: 90.0 B | 1.12× | below Redis: **MISS** |",
+		"| 70.0 ns at 100k expired | 70.0 ns at 1k expired | 1.00× |",
+		"| 72.0 ns beside 1M live | 70.0 ns beside 10k live | 1.03× |",
+		"deletes 100k buckets at once vs before it | 4.00 ms | before: 400 µs | 10.00× |",
+		"(`BenchmarkApply/keys=1000/table`) | 144 ns/op | map+mutex: 88.0 ns/op | 1.64× |",
+		"(`BenchmarkApply/keys=1000000/table`) | 1.00 µs/op | map+mutex: 500 ns/op | 2.00× |",
+		"(`BenchmarkCheck/system/p=64`) | 1.00M checks/s | map+mutex floor: 10.00M checks/s | 0.10× |",
+		"(`BenchmarkCheckJournal/sync=none`) | not measured in this run | — | — |",
+		"(`BenchmarkCheckJournal/sync=interval`) | 800.0k checks/s, p99 650 µs | no journal: 1.00M checks/s, p99 500 µs | 0.80× |",
+		"(`BenchmarkRecovery/buckets=1000000`) | 1.47M buckets/s, 680 ms per start |",
+		"(`BenchmarkMiddlewareOverhead/middleware/parallel`) | 1.06 µs/op (+1.06 µs) | bare handler: 5.00 ns/op | 213.00× |",
+		"(`BenchmarkMatchCached/serial`) | not measured in this run |",
+		"(`BenchmarkProxy`) | 12.0k req/s | ReverseProxy alone: 13.0k req/s | 0.923 |",
+		"(`BenchmarkJournalGrowth`) | not measured in this run |",
+	} {
+		if !strings.Contains(block, want) {
+			t.Errorf("the block lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(block)
+	}
+}
+
+func TestUpdateREADME(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "README.md")
+	doc := "# x\n\n## Performance\n\nProse.\n\n" + READMEBegin + "\nold | 1 |\n" + READMEEnd + "\n\nMore prose.\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := withInPkg(t, synthetic())
+	if err := UpdateREADME(path, r, "bench/RESULTS.md"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	want := "# x\n\n## Performance\n\nProse.\n\n" + READMEBlock(r, "bench/RESULTS.md") + "\nMore prose.\n"
+	if string(got) != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	// Again: the same.
+	if err := UpdateREADME(path, r, "bench/RESULTS.md"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(path); string(again) != want {
+		t.Error("a second update changed the file")
+	}
+	for name, bad := range map[string]string{
+		"no markers":  "# x\n",
+		"no end":      READMEBegin + "\n",
+		"reversed":    READMEEnd + "\n" + READMEBegin + "\n",
+		"two begins":  READMEBegin + "\n" + READMEBegin + "\n" + READMEEnd + "\n",
+		"mid-line":    "text " + READMEBegin + "\n" + READMEEnd + "\n",
+		"nonexistent": "",
+	} {
+		p := filepath.Join(t.TempDir(), "README.md")
+		if name != "nonexistent" {
+			_ = os.WriteFile(p, []byte(bad), 0o644)
+		}
+		if err := UpdateREADME(p, r, "x"); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if name != "nonexistent" {
+			if b, _ := os.ReadFile(p); string(b) != bad {
+				t.Errorf("%s: the file changed", name)
+			}
+		}
+	}
+}
+
+func TestNumbers(t *testing.T) {
+	text := "p99 of 1.06 µs and 142ns, 0.88× (4%) at 1,001,000 and 12.3k/s, 1M keys, 1MiB, 10^12,\n" +
+		"go1.26.8 v2.13.0 sha256 x_1 2026-11-30 09:10 UTC; 3.5 s, 7 ms, 8 msgs, 1k× 2M%.\n" +
+		"`code 123` and ``a ` 456`` kept 789 `unclosed 5\n" +
+		"```sh\n" +
+		"go test -count 3\n" +
+		"```\n" +
+		"~~~\n1\n~~~\n" +
+		"after 6."
+	got := strings.Join(Numbers(text, true), "|")
+	want := "1.06 µs|142 ns|0.88×|4%|1,001,000|12.3k|1M|1|10|12|2026|11|30|09|10|3.5|7 ms|8|1k×|2M%|789|5|6"
+	if got != want {
+		t.Errorf("Numbers(exempt):\n got %s\nwant %s", got, want)
+	}
+	all := strings.Join(Numbers(text, false), "|")
+	for _, w := range []string{"123", "456", "|3|", "|1|"} {
+		if !strings.Contains("|"+all+"|", w) {
+			t.Errorf("Numbers(all) lacks %s: %s", w, all)
+		}
 	}
 }

@@ -1,0 +1,106 @@
+package gobench
+
+import "time"
+
+// Family titles of the plan, for looking rows up.
+const (
+	FamApply           = "BenchmarkApply"
+	FamApplyAlgorithms = "BenchmarkApplyAlgorithms"
+	FamDeleteExpired   = "BenchmarkDeleteExpired"
+	FamCheck           = "BenchmarkCheck"
+	FamCheckJournal    = "BenchmarkCheckJournal"
+	FamRecovery        = "BenchmarkRecovery"
+	FamJournalGrowth   = "BenchmarkJournalGrowth"
+	FamMiddleware      = "BenchmarkMiddlewareOverhead"
+	FamProxy           = "BenchmarkProxy"
+	FamMatch           = "BenchmarkMatch*"
+	FamKey             = "BenchmarkKey"
+	FamClientIP        = "BenchmarkClientIP"
+)
+
+// Plan returns the invocations of the comparison's in-package section, in
+// the order they run: the full mode's settings, or, with short, a smoke
+// test (-short, a few iterations) that only shows the runs and the parsing
+// work. The settings keep the full mode's in-package section to about 10
+// minutes of wall time on 2 cores (bench/README.md has the measured times).
+func Plan(short bool) []Invocation {
+	type mode struct {
+		benchtime string
+		count     int
+	}
+	// pick returns the full mode's settings, or the short mode's.
+	pick := func(full, smoke mode) mode {
+		if short {
+			return smoke
+		}
+		return full
+	}
+	inv := func(pkg, bench string, m mode, timeout time.Duration, fams ...Family) Invocation {
+		return Invocation{Pkg: pkg, Bench: bench, Benchtime: m.benchtime, Count: m.count, Short: short, Timeout: timeout, Families: fams}
+	}
+	growth := inv("./actors/", "^BenchmarkJournalGrowth$", pick(mode{"1x", 1}, mode{"1x", 1}), 5*time.Minute, Family{
+		Title: FamJournalGrowth, Top: []string{"BenchmarkJournalGrowth"},
+		What: "A steady 10k checks/s on 100k keys for 10 s (1 s in short mode) with the default journal: journal bytes per check, the growth per hour until compaction bounds it, and the data directory's size.",
+	})
+	if short {
+		growth.Env = []string{"RATELIMITD_GROWTH_SECONDS=1"}
+	}
+	return []Invocation{
+		inv("./table/", "^BenchmarkApply$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
+			Title: FamApply, Top: []string{"BenchmarkApply"}, Primary: "ns/op",
+			Baseline: Baseline{Level: 2, Value: "baseline=map+mutex"},
+			What:     "`table.Table.Apply` (one fixed-window check on a bare table, no actors) against a fixed-window counter in a map behind a mutex, at 1k and 1M keys hit in a seeded random order; `table+changes` also tracks changes, as a journaled shard owner does.",
+		}),
+		// One run: it is not in README.md, and each of its 1M-key runs
+		// fills a table of 1M buckets again for every b.N it tries.
+		inv("./table/", "^BenchmarkApplyAlgorithms$", pick(mode{"1s", 1}, mode{"100x", 1}), 10*time.Minute, Family{
+			Title: FamApplyAlgorithms, Top: []string{"BenchmarkApplyAlgorithms"}, Primary: "ns/op",
+			Baseline: Baseline{Level: 2, Value: "fixed_window"},
+			What:     "`table.Table.Apply` with each algorithm against `fixed_window`, every hit allowed, the clock moving 1 µs per check.",
+		}),
+		inv("./table/", "^BenchmarkDeleteExpired$", pick(mode{"200x", 3}, mode{"10x", 1}), 10*time.Minute, Family{
+			Title: FamDeleteExpired, Top: []string{"BenchmarkDeleteExpired"}, Primary: "ns/deleted",
+			Baseline: Baseline{Level: 1, Value: "live=10000"},
+			What:     "`table.Table.DeleteExpired` of 10k expired buckets beside 10k or 1M live ones, the heap collected before each sweep: the cost per deleted bucket, and its ratio to the one beside 10k live buckets.",
+		}),
+		inv("./actors/", "^Benchmark(Check|CheckJournal)$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute,
+			Family{
+				Title: FamCheck, Top: []string{"BenchmarkCheck"}, Primary: "checks/s",
+				Baseline: Baseline{Level: 1, Value: "floor=map+mutex"},
+				What:     "`actors.System.Check` at 1k keys against one map of counters behind one mutex (the floor), from GOMAXPROCS goroutines (`p=1`) or 64 per proc (`p=64`).",
+			},
+			Family{
+				Title: FamCheckJournal, Top: []string{"BenchmarkCheckJournal"}, Primary: "checks/s",
+				Baseline: Baseline{Level: 1, Value: "sync=memory"},
+				What:     "`actors.System.Check` at 1k keys, 64 goroutines per proc, each check timed, without a journal (`sync=memory`) and with each `JournalSync` mode; the benchmark's own `x-memory` is its last run's ratio.",
+			}),
+		inv("./actors/", "^BenchmarkRecovery$", pick(mode{"1x", 3}, mode{"1x", 1}), 10*time.Minute, Family{
+			Title: FamRecovery, Top: []string{"BenchmarkRecovery"}, Primary: "buckets/s",
+			What: "`actors.Start` on a data directory of 1M live buckets (100k in short mode) in 8 shards, a snapshot of 90% and segments of the rest, replayed in parallel; time/op is one start.",
+		}),
+		growth,
+		inv("./api/", "^BenchmarkMiddlewareOverhead$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
+			Title: FamMiddleware, Top: []string{"BenchmarkMiddlewareOverhead"}, Primary: "ns/op",
+			Baseline: Baseline{Level: 1, Value: "bare"}, Overhead: true,
+			What: "A bare handler, and the same handler behind `api.Middleware` (a real System, 1k keys), called in process one request at a time and with 64 in flight per proc (`/parallel`): the difference is the middleware's cost per request.",
+		}),
+		inv("./api/", "^BenchmarkProxy$", pick(mode{"1x", 3}, mode{"1x", 1}), 10*time.Minute, Family{
+			Title: FamProxy, Top: []string{"BenchmarkProxy"}, Primary: "ratelimitd-req/s",
+			What: "The limiting reverse proxy (per-client and global layers, metrics) against `httputil.ReverseProxy` alone, to the same trivial upstream over 64 connections, in alternating rounds within one run (2 s; 0.2 s in short mode); the benchmark reports the ratio itself.",
+		}),
+		inv("./api/rules/", "^BenchmarkMatch", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
+			Title: FamMatch, Top: []string{"BenchmarkMatchCached", "BenchmarkMatchUncached", "BenchmarkMatchMiss"}, Primary: "ns/op",
+			Baseline: Baseline{Name: "BenchmarkMatchUncached"},
+			What:     "Matching a request against 1,000 URL rules: through the store's cache (serially and in parallel), the rule set's uncached longest-prefix match (the baseline), and distinct paths that each miss the cache.",
+		}),
+		inv("./api/clientip/", "^Benchmark", pick(mode{"500ms", 3}, mode{"100x", 1}), 10*time.Minute,
+			Family{
+				Title: FamClientIP, Top: []string{"BenchmarkClientIP"},
+				What: "`Resolver.ClientIP` for untrusted and trusted peers, with X-Forwarded-For or Forwarded chains.",
+			},
+			Family{
+				Title: FamKey, Top: []string{"BenchmarkKey"},
+				What: "`Resolver.Key` (the client IP as a rate-limit key string) for the same requests.",
+			}),
+	}
+}
