@@ -35,8 +35,9 @@ type responder struct {
 	bufs               sync.Pool // of *[]byte
 }
 
-// maxPooledBuf is the largest buffer returned to the pool.
-const maxPooledBuf = 16 << 10
+// maxPooledBuf is the largest buffer returned to the pool: enough for the
+// body of a batch of a few hundred checks, and for its answer.
+const maxPooledBuf = 64 << 10
 
 func (rs *responder) getBuf() *[]byte {
 	if p, ok := rs.bufs.Get().(*[]byte); ok {
@@ -291,22 +292,34 @@ func (rs *responder) writeBatch(w http.ResponseWriter, as []answer, allowed bool
 		rs.writeFull(w, o.retry)
 		return o.res
 	}
+	// One string for the dynamic header values: the RateLimit fields of
+	// the binding answer, then Retry-After when denied.
 	p := rs.getBuf()
 	b := *p
-	h := w.Header()
-	h[hdrContentType] = []string{ctJSON}
-	h[hdrCacheControl] = []string{noStore}
+	mid, end := 0, 0
 	if o.binding >= 0 {
-		var mid int
 		b, mid = appendRateLimitFields(b, &as[o.binding])
-		s := string(b)
-		h[hdrRateLimitPolicy] = []string{s[:mid]}
-		h[hdrRateLimit] = []string{s[mid:]}
+		end = len(b)
+	}
+	if !allowed {
+		b = strconv.AppendInt(b, max(ceilDiv(o.retry, time.Second), 1), 10)
+	}
+	s := string(b)
+	vals := make([]string, 5) // each header gets a full slice expression, as in writeDecision
+	vals[0], vals[1] = ctJSON, noStore
+	h := w.Header()
+	h[hdrContentType] = vals[0:1:1]
+	h[hdrCacheControl] = vals[1:2:2]
+	if o.binding >= 0 {
+		vals[2], vals[3] = s[:mid], s[mid:end]
+		h[hdrRateLimitPolicy] = vals[2:3:3]
+		h[hdrRateLimit] = vals[3:4:4]
 	}
 	status := http.StatusOK
 	if !allowed {
 		status = rs.denyStatus
-		h[hdrRetryAfter] = []string{strconv.FormatInt(max(ceilDiv(o.retry, time.Second), 1), 10)}
+		vals[4] = s[end:]
+		h[hdrRetryAfter] = vals[4:5:5]
 	}
 	b = append(b[:0], `{"allowed":`...)
 	b = strconv.AppendBool(b, allowed)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
@@ -68,6 +70,16 @@ type handler struct {
 	metrics *Metrics
 	promh   http.Handler
 	log     *slog.Logger
+	batches sync.Pool // of *batchBuf
+}
+
+// batchBuf is memory for the batch of one /check_rate request, reused
+// through handler.batches: the checks of a batch and their answers. A
+// pooled batchBuf keeps the strings of its last batch (slices of that
+// request's body) reachable until it is reused or the pool drops it.
+type batchBuf struct {
+	ps []params
+	as []answer
 }
 
 // NewHandler returns the HTTP handler of ratelimitd: GET and POST
@@ -177,8 +189,9 @@ func (h *handler) ruleSet() *rules.Set {
 }
 
 // readParams reads the parameters of a GET (query) or POST (JSON body)
-// request for m. Only modeCheck may return a batch.
-func (rs *responder) readParams(w http.ResponseWriter, r *http.Request, m mode) (checkBody, error) {
+// request for m. Only modeCheck may return a batch, in the memory of batch
+// if it is large enough.
+func (rs *responder) readParams(w http.ResponseWriter, r *http.Request, m mode, batch []params) (checkBody, error) {
 	if r.Method == http.MethodGet {
 		p, err := parseQuery(r.URL.RawQuery, m)
 		return checkBody{one: p}, err
@@ -186,7 +199,7 @@ func (rs *responder) readParams(w http.ResponseWriter, r *http.Request, m mode) 
 	if r.URL.RawQuery != "" {
 		return checkBody{}, fieldErr("query", ruleQueryPost)
 	}
-	return readJSON(w, r, m)
+	return rs.readJSON(w, r, m, batch)
 }
 
 // checkRate serves GET and POST /check_rate.
@@ -195,14 +208,20 @@ func (h *handler) checkRate(w http.ResponseWriter, r *http.Request) {
 	if h.metrics != nil {
 		start = time.Now()
 	}
-	body, err := h.readParams(w, r, modeCheck)
+	buf, _ := h.batches.Get().(*batchBuf)
+	if buf == nil {
+		buf = new(batchBuf)
+	}
+	defer h.batches.Put(buf)
+	body, err := h.readParams(w, r, modeCheck, buf.ps[:0])
 	if err != nil {
 		h.badRequest(w, err)
 		h.metrics.record(resultInvalid, start)
 		return
 	}
 	if body.batch != nil {
-		h.metrics.record(h.checkBatch(w, r, body.batch), start)
+		buf.ps = body.batch
+		h.metrics.record(h.checkBatch(w, r, body.batch, buf), start)
 		return
 	}
 	h.metrics.record(h.checkOne(w, r, &body.one), start)
@@ -233,12 +252,12 @@ func (h *handler) checkOne(w http.ResponseWriter, r *http.Request, p *params) re
 // all-or-nothing CheckAll (they never deny): they are counted one by one
 // after an admitted batch, and only peeked at after a denied one, so a
 // denied batch consumes nothing.
-func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []params) result {
+func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []params, buf *batchBuf) result {
 	set := h.ruleSet() // one version of the rules for the whole batch
-	as := make([]answer, len(ps))
+	as := slices.Grow(buf.as[:0], len(ps))[:len(ps)]
+	buf.as = as
 	reqs := make([]table.Request, len(ps))
-	enforced := make([]table.Request, 0, len(ps))
-	orig := make([]int, 0, len(ps)) // the element of each enforced check
+	shadows := 0
 	for i := range ps {
 		req, rule, err := resolve(&ps[i], set)
 		if err != nil {
@@ -247,9 +266,22 @@ func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []params
 		}
 		reqs[i] = req
 		as[i] = answer{id: req.ID, rule: rule.Name, scale: req.Scale, shadow: rule.Shadow}
-		if !rule.Shadow {
-			enforced = append(enforced, req)
-			orig = append(orig, i)
+		if rule.Shadow {
+			shadows++
+		}
+	}
+	// CheckAll decides the checks not of shadow rules: all of reqs when
+	// there are none, else the enforced ones, orig[j] being the element of
+	// enforced[j].
+	enforced, orig := reqs, []int(nil)
+	if shadows > 0 {
+		enforced = make([]table.Request, 0, len(ps)-shadows)
+		orig = make([]int, 0, len(ps)-shadows)
+		for i := range reqs {
+			if !as[i].shadow {
+				enforced = append(enforced, reqs[i])
+				orig = append(orig, i)
+			}
 		}
 	}
 	ctx := r.Context()
@@ -260,10 +292,19 @@ func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []params
 			err = fmt.Errorf("CheckAll returned %d decisions for %d checks", len(ds), len(enforced))
 		}
 		if err != nil {
-			return h.checkFailed(ctx, w, "check_rate batch", renumber(err, orig))
+			if orig != nil {
+				err = renumber(err, orig)
+			}
+			return h.checkFailed(ctx, w, "check_rate batch", err)
 		}
-		for j, i := range orig {
-			as[i].d = ds[j]
+		if orig == nil {
+			for i := range ds {
+				as[i].d = ds[i]
+			}
+		} else {
+			for j, i := range orig {
+				as[i].d = ds[j]
+			}
 		}
 		allowed = ok
 	}
@@ -309,7 +350,7 @@ func renumber(err error, orig []int) error {
 
 // refund serves GET and POST /refund.
 func (h *handler) refund(w http.ResponseWriter, r *http.Request) {
-	body, err := h.readParams(w, r, modeRefund)
+	body, err := h.readParams(w, r, modeRefund, nil)
 	if err != nil {
 		h.badRequest(w, err)
 		return

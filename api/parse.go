@@ -428,6 +428,16 @@ func parseDigits(s string) (n int64, ok bool) {
 	if s == "" {
 		return 0, false
 	}
+	if len(s) < len("9223372036854775807") { // cannot overflow
+		for i := 0; i < len(s); i++ {
+			c := s[i] - '0'
+			if c > 9 {
+				return 0, false
+			}
+			n = n*10 + int64(c)
+		}
+		return n, true
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < '0' || c > '9' {
@@ -445,79 +455,6 @@ func parseDigits(s string) (n int64, ok bool) {
 type checkBody struct {
 	one   params
 	batch []params // non-nil for a JSON array
-}
-
-// readJSON reads a POST body, at most MaxBodyBytes, and parses it with
-// parseJSON.
-func readJSON(w http.ResponseWriter, r *http.Request, m mode) (checkBody, error) {
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	defer body.Close()
-	return parseJSON(body, m)
-}
-
-// parseJSON parses a JSON object with the members of the query parameters
-// of m or, for modeCheck only, a JSON array of 1 to actors.MaxCheckAll such
-// objects. Any error is a *table.FieldError; an error in an element of an
-// array names it, as in "checks[3].limit". Member names are matched exactly
-// (case-sensitively), each at most once.
-func parseJSON(r io.Reader, m mode) (checkBody, error) {
-	dec := json.NewDecoder(r)
-	rule := ruleObject
-	if m == modeCheck {
-		rule = ruleBody
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return checkBody{}, bodyErr(err, rule)
-	}
-	var out checkBody
-	switch d, _ := tok.(json.Delim); {
-	case d == '{':
-		if out.one, err = parseObject(dec, m); err != nil {
-			return checkBody{}, err
-		}
-	case d == '[' && m == modeCheck:
-		if out.batch, err = parseArray(dec, m); err != nil {
-			return checkBody{}, err
-		}
-	default:
-		return checkBody{}, fieldErr("body", rule)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return checkBody{}, bodyErr(err, ruleTrailing)
-	}
-	return out, nil
-}
-
-// parseArray parses the elements of a JSON array whose '[' dec has just
-// read, through its closing ']'.
-func parseArray(dec *json.Decoder, m mode) ([]params, error) {
-	var ps []params
-	for dec.More() {
-		i := len(ps)
-		if i == actors.MaxCheckAll {
-			return nil, fieldErr("checks", ruleChecks)
-		}
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, bodyErr(err, ruleTruncated)
-		}
-		if d, ok := tok.(json.Delim); !ok || d != '{' {
-			return nil, fieldErr(elemField(i, ""), ruleObject)
-		}
-		p, err := parseObject(dec, m)
-		if err != nil {
-			return nil, elemErr(i, err)
-		}
-		ps = append(ps, p)
-	}
-	if _, err := dec.Token(); err != nil { // the closing ']'
-		return nil, bodyErr(err, ruleTruncated)
-	}
-	if len(ps) == 0 {
-		return nil, fieldErr("checks", ruleChecks)
-	}
-	return ps, nil
 }
 
 // elemField returns the name of field of element i of a batch: "checks[i]"
@@ -540,72 +477,25 @@ func elemErr(i int, err error) error {
 	return fieldErr(elemField(i, fe.Field), fe.Rule)
 }
 
-// parseObject parses the members of a JSON object whose '{' dec has just
-// read, through its closing '}'.
-func parseObject(dec *json.Decoder, m mode) (params, error) {
-	p := newParams(m)
-	allowed := m.params()
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return params{}, bodyErr(err, ruleTruncated)
-		}
-		key, ok := tok.(string)
-		if !ok { // cannot happen: Token reports a non-string key as a syntax error
-			return params{}, fieldErr("body", ruleObject)
-		}
-		bit := fieldBit(key) & allowed
-		switch {
-		case key == "":
-			return params{}, fieldErr("body", ruleNoMemberName)
-		case bit == 0:
-			return params{}, fieldErr(echoName(key), ruleUnknown)
-		}
-		if p.seen&bit != 0 {
-			return params{}, fieldErr(key, ruleRepeated)
-		}
-		p.seen |= bit
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return params{}, bodyErr(err, ruleTruncated)
-		}
-		if err := p.setJSON(bit, key, raw, m); err != nil {
-			return params{}, err
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return params{}, bodyErr(err, ruleTruncated)
-	}
-	if err := p.finish(m); err != nil {
-		return params{}, err
-	}
-	return p, nil
-}
-
-// setJSON parses the raw JSON value of member key, whose bit is bit, into p:
-// id, algorithm and rule are strings; limit, hits and burst integers;
-// scale either.
-func (p *params) setJSON(bit uint, key string, raw json.RawMessage, m mode) error {
+// setJSON parses raw, the JSON text of the value of member key, whose bit
+// is bit, into p: id, algorithm and rule are strings; limit, hits and
+// burst integers; scale either. plain is as for unquote.
+func (p *params) setJSON(bit uint, key, raw string, plain bool, m mode) error {
 	switch bit {
 	case seenID, seenAlgorithm, seenRule:
-		s, err := jsonString(raw, key)
-		if err != nil {
-			return err
+		if raw[0] != '"' {
+			return fieldErr(key, ruleString)
 		}
-		return p.set(bit, s, m)
+		return p.set(bit, unquote(raw, plain), m)
 	case seenScale:
-		if len(raw) > 0 && raw[0] == '"' {
-			s, err := jsonString(raw, key)
-			if err != nil {
-				return err
-			}
-			return p.set(bit, s, m)
+		if raw[0] == '"' {
+			return p.set(bit, unquote(raw, plain), m)
 		}
-		if !isDigits(string(raw)) {
+		if !isDigits(raw) {
 			return fieldErr("scale", ruleScale)
 		}
 	}
-	return p.set(bit, string(raw), m)
+	return p.set(bit, raw, m)
 }
 
 // jsonString decodes raw, which must be a JSON string, for field.
@@ -630,7 +520,7 @@ func bodyErr(err error, rule string) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fieldErr("body", ruleTruncated)
 	case errors.As(err, &syntax):
-		return fieldErr("body", "is malformed JSON at byte "+strconv.FormatInt(syntax.Offset, 10)+": "+syntax.Error())
+		return malformed(int(syntax.Offset), syntax.Error())
 	}
 	return fieldErr("body", "could not be read: "+err.Error())
 }
