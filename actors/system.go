@@ -441,7 +441,7 @@ func (s *System) all(o op, reqs []table.Request) ([]table.Decision, error) {
 			run = append(run, calls[i])
 		}
 		sh := s.shards[shards[order[lo]]]
-		served, err := s.serveDirect(sh, run...)
+		served, err := s.serveDirect(sh, true, run...)
 		for _, i := range order[lo:hi] {
 			if err != nil || served {
 				break
@@ -478,7 +478,7 @@ func (s *System) call(ctx context.Context, o op, req table.Request) (*call, erro
 	c := s.calls.Get().(*call)
 	c.op, c.req = o, req
 	sh := s.shards[shardOf(req.ID, len(s.shards))]
-	served, err := s.serveDirect(sh, c)
+	served, err := s.serveDirect(sh, ctx.Done() == nil, c)
 	if err == nil && !served {
 		err = s.submit(sh, c)
 	}
@@ -518,13 +518,19 @@ func (s *System) wait(ctx context.Context, c *call) {
 }
 
 // serveDirect serves the calls cs, all of shard sh, on the caller's
-// goroutine if nobody is serving sh (with the checks queued meanwhile, in
-// one batch), and reports whether it did; then each call holds its answer
-// (c.err included). It returns ErrStopped once Stop has begun. With
+// goroutine (with the checks queued meanwhile, in one batch) if it can
+// have the shard, and reports whether it did; then each call holds its
+// answer (c.err included). It returns ErrStopped once Stop has begun. With
 // SyncAlways the owner serves every check: its batches are the group
 // commits.
-func (s *System) serveDirect(sh *shard, cs ...*call) (served bool, err error) {
-	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || sh.crashed.Load() || !sh.mu.TryLock() {
+//
+// A shard is held for a batch or a slice of a sweep, a few microseconds at
+// most but for a journal's segment roll. A caller that may not wait (a ctx
+// that can end: its check must stay cancellable until taken) gives up
+// after a short spin and queues for the owner; one that may, waits for the
+// shard, which costs less than the hand-off to the owner and back.
+func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, err error) {
+	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || sh.crashed.Load() || !sh.acquire(wait) {
 		return false, nil
 	}
 	if sh.stopped {
@@ -557,6 +563,28 @@ func (s *System) serveDirect(sh *shard, cs ...*call) (served bool, err error) {
 		s.actors.Root.Send(sh.pid, crashMessage{})
 	}
 	return true, nil
+}
+
+// spinTries is how many times a caller that may not wait for its shard
+// looks again before it queues for the owner: about the time of a batch.
+const spinTries = 64
+
+// acquire takes sh.mu: at once if it is free, else by waiting for it if
+// wait is set, else if it comes free within a short spin.
+func (sh *shard) acquire(wait bool) bool {
+	if sh.mu.TryLock() {
+		return true
+	}
+	if wait {
+		sh.mu.Lock()
+		return true
+	}
+	for range spinTries {
+		if sh.mu.TryLock() {
+			return true
+		}
+	}
+	return false
 }
 
 // submit queues c in the inbox of its shard sh, waking the owner if it is idle.
