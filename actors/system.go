@@ -565,24 +565,21 @@ func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, er
 	return true, nil
 }
 
-// spinTries is how many times a caller that may not wait for its shard
-// looks again before it queues for the owner: about the time of a batch.
+// spinTries is how many times a caller looks again for its shard to come
+// free before it waits for it or queues: about as long as a small batch.
 const spinTries = 64
 
-// acquire takes sh.mu: at once if it is free, else by waiting for it if
-// wait is set, else if it comes free within a short spin.
+// acquire takes sh.mu if it is free or comes free within a short spin;
+// else, if wait is set, it waits for it, and otherwise gives up.
 func (sh *shard) acquire(wait bool) bool {
-	if sh.mu.TryLock() {
-		return true
-	}
-	if wait {
-		sh.mu.Lock()
-		return true
-	}
 	for range spinTries {
 		if sh.mu.TryLock() {
 			return true
 		}
+	}
+	if wait {
+		sh.mu.Lock()
+		return true
 	}
 	return false
 }
