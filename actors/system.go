@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -419,42 +418,46 @@ func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.De
 // does. The calls of one shard are served together: by the caller, in one
 // batch, if nobody is serving the shard, or else by its owner.
 func (s *System) all(o op, reqs []table.Request) ([]table.Decision, error) {
-	calls := make([]*call, len(reqs))
-	shards := make([]int, len(reqs))
-	order := make([]int, len(reqs)) // indexes of reqs, by shard
+	calls := make([]call, len(reqs))
+	// order holds shard<<32 | index of each request: sorted, it lists the
+	// requests shard by shard, each shard's in their order.
+	order := make([]uint64, len(reqs))
 	for i, req := range reqs {
-		c := s.calls.Get().(*call)
-		c.op, c.req = o, req
-		calls[i], shards[i], order[i] = c, shardOf(req.ID, len(s.shards)), i
+		calls[i].op, calls[i].req = o, req
+		order[i] = uint64(shardOf(req.ID, len(s.shards)))<<32 | uint64(i)
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(shards[a], shards[b]) })
-	queued := make([]bool, len(reqs)) // answered through c.done
+	slices.Sort(order)
+	queued := make([]bool, len(reqs)) // answered through done
 	var first error
 	run := make([]*call, 0, len(reqs))
 	for lo := 0; lo < len(order) && first == nil; {
+		shard := order[lo] >> 32
 		hi := lo + 1
-		for hi < len(order) && shards[order[hi]] == shards[order[lo]] {
+		for hi < len(order) && order[hi]>>32 == shard {
 			hi++
 		}
 		run = run[:0]
-		for _, i := range order[lo:hi] {
-			run = append(run, calls[i])
+		for _, e := range order[lo:hi] {
+			run = append(run, &calls[uint32(e)])
 		}
-		sh := s.shards[shards[order[lo]]]
+		sh := s.shards[shard]
 		served, err := s.serveDirect(sh, true, run...)
-		for _, i := range order[lo:hi] {
+		for _, e := range order[lo:hi] {
 			if err != nil || served {
 				break
 			}
-			if err = s.submit(sh, calls[i]); err == nil {
-				queued[i] = true
+			c := &calls[uint32(e)]
+			c.done = make(chan struct{}, 1)
+			if err = s.submit(sh, c); err == nil {
+				queued[uint32(e)] = true
 			}
 		}
 		first = err
 		lo = hi
 	}
 	decs := make([]table.Decision, len(reqs))
-	for i, c := range calls {
+	for i := range calls {
+		c := &calls[i]
 		if queued[i] {
 			<-c.done
 		}
@@ -462,7 +465,6 @@ func (s *System) all(o op, reqs []table.Request) ([]table.Decision, error) {
 		if c.err != nil && first == nil {
 			first = c.err
 		}
-		s.release(c)
 	}
 	return decs, first
 }
