@@ -335,3 +335,112 @@ func TestCrashDuringASweepRestartsTheOwner(t *testing.T) {
 		t.Fatalf("check after the crash: got %+v, %v, want allowed at count 1 (the table was rebuilt empty)", d, err)
 	}
 }
+
+// TestSweepLetsChecksInBetweenSlices: a check queued while an owner sweeps
+// is answered between two slices of the sweep, not after the whole sweep.
+func TestSweepLetsChecksInBetweenSlices(t *testing.T) {
+	t.Parallel()
+	t0 := time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%3_600_000)
+	clock := clocktest.New(t0)
+	inSlice := make(chan int, 8)
+	proceed := make(chan struct{})
+	slices := 0
+	s := startSystem(t, Config{Shards: 1, Clock: clock, SweepInterval: 10 * time.Second, SweepBatch: 3 * sweepSlice,
+		sweepHook: func() {
+			slices++
+			inSlice <- slices
+			<-proceed
+		}})
+	t.Cleanup(func() { close(proceed) }) // before Stop, which waits for the owner
+	ctx := context.Background()
+	for i := range 3 * sweepSlice {
+		if _, err := s.Check(ctx, table.Request{ID: fmt.Sprint("short-", i), Scale: time.Second, Limit: 5, Hits: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.BlockUntil(1)
+	clock.Advance(10 * time.Second)
+	if n := <-inSlice; n != 1 {
+		t.Fatalf("got slice %d first, want 1", n)
+	}
+	// The owner holds the shard in slice 1: a check that may not wait
+	// queues for it.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := s.Check(cctx, hit("during-the-sweep", 10))
+		answered <- err
+	}()
+	q := &s.shards[0].q
+	for deadline := time.Now().Add(10 * time.Second); q.queued.Load() != 1; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the check did not reach the inbox within 10s")
+		}
+	}
+	proceed <- struct{}{}
+	if n := <-inSlice; n != 2 {
+		t.Fatalf("got slice %d next, want 2", n)
+	}
+	// The owner holds the shard in slice 2 until proceed: the check can
+	// only have been answered between the slices.
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("check during the sweep: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the check queued during slice 1 was not answered before slice 2")
+	}
+}
+
+// TestJournaledChecksAreExactAndSurviveARestart: concurrent checks on a
+// journaled System, served by callers and by owners alike, admit exactly
+// the limit, and a restart finds every admitted hit.
+func TestJournaledChecksAreExactAndSurviveARestart(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Shards: 4, DataDir: t.TempDir(), Clock: clocktest.New(time.Unix(1_700_000_000, 0))}
+	s, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ids, perID, limit = 8, 300, 200
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			ctx := context.Background()
+			if g%2 == 1 {
+				// A ctx that can end: these give up on a busy shard and queue.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			}
+			for i := range ids * perID / 16 {
+				d, err := s.Check(ctx, hit(fmt.Sprint("key-", (g+i)%ids), limit))
+				if err != nil {
+					t.Errorf("Check: %v", err)
+					return
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := allowed.Load(), int64(ids*limit); got != want {
+		t.Fatalf("got %d admitted, want %d (%d ids × limit %d)", got, want, ids, limit)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s = startSystem(t, cfg)
+	for i := range ids {
+		peek := hit(fmt.Sprint("key-", i), limit)
+		peek.Hits = 0
+		if d, err := s.Check(context.Background(), peek); err != nil || d.Count != limit {
+			t.Fatalf("key-%d after the restart: got %+v, %v, want count %d", i, d, err, limit)
+		}
+	}
+}
