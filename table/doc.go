@@ -1,6 +1,7 @@
 // Package table is the bucket table and the limit algorithms of ratelimitd:
 // the Erlang ETS ordered_set keyed {BucketNum, Id} of its heritage, reborn as
-// a B-tree (github.com/tidwall/btree).
+// a B-tree (github.com/tidwall/btree) in window order, beside a hash index
+// that finds a bucket by id.
 //
 // # Algorithms
 //
@@ -12,7 +13,7 @@
 //     plus the current window's count, must stay within Limit. The previous
 //     window is the (window−1, id) entry of the table; its final count is
 //     copied beside the current one when that is created, so a hit costs
-//     one search.
+//     one lookup.
 //   - token_bucket: GCRA, one timestamp per key (the time the bucket is full
 //     again): a bucket of Burst tokens (default Limit) refilled at Limit per
 //     Scale. In any interval [t1, t2] it admits at most Burst +
@@ -29,14 +30,17 @@
 //
 // # Layout
 //
-// A bucket's key is (group, window, hash(id), id). A group is one limit:
+// A bucket's key is (group, window, id). A group is one limit:
 // (namespace, algorithm, scale) for a rule's buckets, whose limit may change
 // without resetting them, or (algorithm, scale, limit, burst) for an ad-hoc
 // limit; the same id under two different limits never shares a counter.
-// Keys are fixed-size (the id is compared only when two ids of a window
-// share a 64-bit hash), and a bucket's state lives in a paged slab, so a
-// hit on an existing bucket is one tree search and an in-place update, with
-// no allocation. A token or leaky bucket lives in the window of its last
+// A bucket's state (and its key) lives in a paged slab. The B-tree holds
+// fixed-size items (group, window, slot) in window order, for sweeps and
+// snapshots; an open-addressing hash index (a 32-bit fingerprint of the key
+// and the slot) finds a bucket by key in about one memory access, the key
+// then compared in full. A hit on an existing bucket is one lookup and an
+// in-place update, with no allocation; creating a bucket adds a tree item
+// and an index entry. A token or leaky bucket lives in the window of its last
 // change, whose width is the scale or, if longer, the bucket's refill time.
 //
 // # Expiry
