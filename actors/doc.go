@@ -1,6 +1,6 @@
-// Package actors is the rate limiter you embed: shard-owner actors
-// (github.com/asynkron/protoactor-go), each the single writer of its own
-// bucket table, behind a synchronous facade.
+// Package actors is the rate limiter you embed: shards, each a bucket table
+// served by one goroutine at a time (the caller, or the shard's owner actor,
+// github.com/asynkron/protoactor-go), behind a synchronous facade.
 //
 //	sys, err := actors.Start(ctx, actors.Config{})
 //	d, err := sys.Check(ctx, table.Request{ID: "alice", Scale: time.Minute, Limit: 100, Hits: 1})
