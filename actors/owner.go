@@ -274,16 +274,28 @@ func (o *owner) drain(c actor.Context, settle bool) (n int) {
 // serveLocked answers what is queued, holding sh.mu, and returns how many
 // checks that was. If deciding them panicked, it panics with that value.
 func (o *owner) serveLocked(settle bool) int {
-	sh := o.sh
-	batch := sh.q.take(sh.spare, settle)
-	sh.spare = nil
-	crash := sh.serve(o.cfg, batch)
-	n := len(batch)
-	sh.spare = batch[:0]
+	n, crash := o.sh.serveQueued(o.cfg, settle)
 	if crash != nil {
 		panic(crash)
 	}
 	return n
+}
+
+// serveQueued serves what is queued, and the calls own of a caller serving
+// itself, as one batch; the caller holds sh.mu. It returns the size of the
+// batch and, if deciding it panicked, the panic (see serve). settle is as
+// for inbox.take.
+func (sh *shard) serveQueued(cfg *Config, settle bool, own ...*call) (n int, crash any) {
+	batch := sh.q.take(sh.spare, settle)
+	sh.spare = nil
+	for _, c := range own {
+		c.direct = true
+		batch = append(batch, c)
+	}
+	crash = sh.serve(cfg, batch)
+	n = len(batch)
+	sh.spare = batch[:0]
+	return n, crash
 }
 
 // serve decides batch, journals its changes and then answers its calls;

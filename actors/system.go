@@ -543,21 +543,13 @@ func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, er
 		sh.mu.Unlock()
 		return false, nil
 	}
-	batch := sh.q.take(sh.spare, false)
-	sh.spare = nil
-	for _, c := range cs {
-		c.direct = true
-		batch = append(batch, c)
-	}
-	crash := sh.serve(&s.cfg, batch)
+	_, crash := sh.serveQueued(&s.cfg, false, cs...)
 	if crash == nil && sh.q.queued.Load() > 0 {
 		// Checks queued while this batch was decided: serve them now, as
 		// one batch (one journal record), rather than leave them to the
 		// owner's next turn.
-		batch = sh.q.take(batch[:0], false)
-		crash = sh.serve(&s.cfg, batch)
+		_, crash = sh.serveQueued(&s.cfg, false)
 	}
-	sh.spare = batch[:0]
 	sh.mu.Unlock()
 	if crash != nil {
 		// The owner is restarted to rebuild the table; the checks queued
