@@ -75,6 +75,10 @@
 //     (Hits == 0) never changes or creates anything.
 //   - A denial reports the real count and RetryAfter, the exact time until
 //     the same request would be admitted.
+//   - Begin, Apply calls and Rollback leave the table as it was (Commit
+//     keeps the changes): an all-or-nothing batch needs no refunds.
+//   - Reserve says where the hits were counted; a Refund that names it
+//     (Request.Window) credits that window only, nothing once it is over.
 //   - The table never reads a clock: every method takes now, and a now earlier
 //     than one already seen is taken as that later time, so a clock stepping
 //     back cannot reopen a window that a sweep has deleted.

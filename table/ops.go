@@ -1,29 +1,37 @@
 package table
 
 import (
-	"hash/maphash"
 	"sort"
 	"time"
 )
 
-// Refund gives back up to req.Hits (> 0) hits to the bucket req would be
-// counted in now, and returns the decision a peek would get afterwards. A
-// refund never takes a bucket below empty (a count below 0, a token bucket
-// above full), never touches a window that has ended, and never creates a
-// bucket. req.Hits must be positive; the other fields are as for Apply.
+// Refund gives back up to req.Hits (> 0) hits to req's bucket, and returns
+// the decision a peek would get afterwards. With req.Window (the
+// Reservation.Window of the check that counted the hits) it credits only
+// that window, and nothing once it is over: a fixed or sliding window only
+// while it is still the current one; a token or leaky bucket only the part
+// of those hits that has not drained yet. Without it, the current window
+// is credited. A refund never takes a bucket below empty (a count below 0,
+// a token bucket above full) and never creates a bucket. req.Hits must be
+// positive; the other fields are as for Apply.
 func (t *Table) Refund(req Request, now time.Time) Decision {
 	ns, ms := t.advance(now)
 	k := keyOf(&req)
 	if g := t.groupOf(&k); g != nil && req.Hits > 0 {
-		h := maphash.String(t.seed, req.ID)
+		h := t.hashID(req.ID)
 		b := floorDiv(ms, k.widthMs)
-		if req.Algorithm.gcra() {
+		switch {
+		case req.Algorithm.gcra():
 			t.refundGCRA(g, &k, &req, h, b, ns, ms)
-		} else if it, ok := t.find(g, b, h, req.ID); ok {
-			s := t.slots.mut(it.slot())
-			s.count -= min(req.Hits, s.count)
-			s.modified = ms
-			t.mark(it)
+		case req.Window != 0 && req.Window != b*k.widthMs:
+			// The hits were counted in a window that is over (or never was).
+		default:
+			if it, ok := t.find(g, b, h, req.ID); ok {
+				s := t.slots.mut(it.slot())
+				s.count -= min(req.Hits, s.count)
+				s.modified = ms
+				t.mark(it)
+			}
 		}
 	}
 	req.Hits = 0
@@ -34,6 +42,16 @@ func (t *Table) refundGCRA(g *group, k *groupKey, req *Request, h uint64, b, ns,
 	if req.Limit == 0 {
 		return
 	}
+	e := emission(req.Scale, req.Limit)
+	credit := min(req.Hits, req.burst()) * e
+	if req.Window != 0 {
+		// The hits filled the bucket up to Window; what of them has not
+		// drained by now is what there is to give back.
+		credit = min(credit, max(req.Window*msNs-ns, 0))
+		if credit == 0 {
+			return
+		}
+	}
 	it, ok := t.find(g, b, h, req.ID)
 	if !ok {
 		if it, ok = t.find(g, b-1, h, req.ID); !ok {
@@ -41,9 +59,8 @@ func (t *Table) refundGCRA(g *group, k *groupKey, req *Request, h uint64, b, ns,
 		}
 	}
 	width := k.widthMs * msNs
-	e := emission(req.Scale, req.Limit)
 	tat := max(it.bucket*width+t.slots.at(it.slot()).aux, ns)
-	tat = max(tat-min(req.Hits, req.burst())*e, ns)
+	tat = max(tat-credit, ns)
 	it = t.moveTo(g, it, b, h, ms)
 	s := t.slots.mut(it.slot())
 	s.aux, s.count, s.modified = tat-b*width, (tat-ns+e-1)/e, ms
@@ -60,7 +77,7 @@ func (t *Table) Reset(req Request, now time.Time) int {
 	if g == nil {
 		return 0
 	}
-	h := maphash.String(t.seed, req.ID)
+	h := t.hashID(req.ID)
 	b := floorDiv(ms, k.widthMs)
 	deleted := 0
 	for _, w := range []int64{b, b - 1} {
@@ -101,7 +118,7 @@ type Bucket struct {
 // It costs a search per limit in use.
 func (t *Table) Buckets(id string, now time.Time) []Bucket {
 	_, ms := t.advance(now)
-	h := maphash.String(t.seed, id)
+	h := t.hashID(id)
 	var out []Bucket
 	for _, g := range t.byID {
 		if g == nil {
@@ -160,7 +177,7 @@ func (t *Table) Get(req Request, now time.Time) (Bucket, bool) {
 	if g == nil {
 		return Bucket{}, false
 	}
-	h := maphash.String(t.seed, req.ID)
+	h := t.hashID(req.ID)
 	b := floorDiv(ms, k.widthMs)
 	it, ok := t.find(g, b, h, req.ID)
 	if !ok && req.Algorithm.gcra() {

@@ -186,18 +186,7 @@ func (t *Table) restore(d *decoded, now time.Time) {
 		if g == nil {
 			g = t.newGroup(d.key)
 		}
-		t.last = g
-		idx := t.slots.alloc()
-		s := t.slots.mut(idx)
-		*s = d.slot
-		s.gid, s.bucket, s.fp = g.id, d.window, keyFP(h, g.id, d.window)
-		t.ix.add(s.fp, idx)
-		it = mkItem(g.id, d.window, idx)
-		t.tree.SetHint(it, &t.hint)
-		g.n++
-		if !g.indexed || it.bucket < g.minBucket {
-			t.reindex(g, it.bucket)
-		}
+		t.insertState(g, d.window, h, d.slot)
 		return
 	}
 	// A delete, or a state that has expired: the bucket must not be there.

@@ -110,6 +110,10 @@ type Request struct {
 	// the time a drained bucket takes to refill, must be at most MaxScale.
 	Burst     int64
 	Namespace string // a rule's name, or empty; at most MaxNamespaceLen bytes
+	// Window, on a Refund only, is the Reservation.Window of the check
+	// whose hits are given back, so that only the window they were counted
+	// in is credited; 0 credits the current window.
+	Window int64
 }
 
 // Validate reports the first field of r that breaks its rule, as a *FieldError.
@@ -131,6 +135,8 @@ func (r *Request) Validate() error {
 		return &FieldError{Field: "algorithm", Rule: algorithmRule}
 	case r.Burst < 0:
 		return &FieldError{Field: "burst", Rule: "must not be negative"}
+	case r.Window < 0:
+		return &FieldError{Field: "window", Rule: "must not be negative"}
 	case len(r.Namespace) > MaxNamespaceLen:
 		return &FieldError{Field: "rule", Rule: fmt.Sprintf("must be at most %d bytes", MaxNamespaceLen)}
 	case r.Algorithm.gcra() && r.Limit > 0 && !fitsRefill(r.burst(), r.Scale, r.Limit):

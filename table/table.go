@@ -65,6 +65,14 @@ type Table struct {
 	deleted []deletion
 	rec     []byte       // record buffer reused by Changes
 	w       recordWriter // used by Changes
+
+	counted int64 // Unix ms: the Reservation.Window of the last Apply that counted hits
+
+	// An all-or-nothing unit in progress (see Begin).
+	inTx        bool
+	undo        []undo
+	txDeleted   int   // len(deleted) at Begin
+	txEvictions int64 // stats.Evictions at Begin
 }
 
 // item is one bucket's key in the ordered table: 16 bytes, compared
@@ -221,6 +229,9 @@ func (t *Table) groupOf(k *groupKey) *group {
 	return g
 }
 
+// hashID returns the maphash of id, which the index is keyed by.
+func (t *Table) hashID(id string) uint64 { return maphash.String(t.seed, id) }
+
 // find returns the bucket of id (maphash h) in window b of g.
 func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
 	x := &t.ix
@@ -271,6 +282,25 @@ func (t *Table) Apply(req Request, now time.Time) Decision {
 	return t.applyFixed(g, k, &req, h, ns, ms)
 }
 
+// Reservation is a Decision and where its hits were counted, so that a
+// Refund of them (Request.Window) credits that window and nothing else.
+type Reservation struct {
+	Decision
+	// Window identifies where the hits were counted, in Unix ms; 0 when
+	// nothing was counted (a denial, a peek). For the windows it is the
+	// window's start; for token and leaky buckets, the time the bucket is
+	// full again after these hits (its TAT, rounded down), which is when
+	// the last of them has drained.
+	Window int64
+}
+
+// Reserve is Apply that also says where the hits were counted.
+func (t *Table) Reserve(req Request, now time.Time) Reservation {
+	t.counted = 0
+	d := t.Apply(req, now)
+	return Reservation{Decision: d, Window: t.counted}
+}
+
 // sameGroup returns the previous request's group if req belongs to it, found
 // without building req's key; the windows only (a GCRA key needs its width
 // computed). Most traffic hits few groups.
@@ -294,17 +324,22 @@ func (t *Table) applyFixed(g *group, k *groupKey, req *Request, h uint64, ns, ms
 		if it, ok := t.find(g, b, h, req.ID); ok {
 			d := decideFixed(t.slots.at(it.slot()).count, req, reset)
 			if d.Allowed && req.Hits > 0 {
+				t.saveUndo(it.slot())
 				s := t.slots.mut(it.slot())
 				s.count = d.Count
 				s.modified = ms
 				t.mark(it)
+				t.counted = b * k.widthMs
 			}
 			return d
 		}
 	}
 	d := decideFixed(0, req, reset)
-	if d.Allowed && req.Hits > 0 && !t.create(g, k, b, h, req.ID, slot{count: d.Count}, ms) {
-		return t.full(d)
+	if d.Allowed && req.Hits > 0 {
+		if !t.create(g, k, b, h, req.ID, slot{count: d.Count}, ms) {
+			return t.full(d)
+		}
+		t.counted = b * k.widthMs
 	}
 	return d
 }
@@ -327,7 +362,9 @@ func (t *Table) applySliding(g *group, k *groupKey, req *Request, h uint64, ns, 
 	if !d.Allowed || req.Hits == 0 {
 		return d
 	}
+	t.counted = b * k.widthMs
 	if found {
+		t.saveUndo(cur.slot())
 		s := t.slots.mut(cur.slot())
 		s.count += req.Hits
 		s.modified = ms
@@ -337,6 +374,7 @@ func (t *Table) applySliding(g *group, k *groupKey, req *Request, h uint64, ns, 
 	// The previous window's count is final: keep it beside the new count,
 	// so later hits in this window need one search, not two.
 	if !t.create(g, k, b, h, req.ID, slot{count: req.Hits, aux: w.prev}, ms) {
+		t.counted = 0
 		return t.full(d)
 	}
 	return d
@@ -367,12 +405,15 @@ func (t *Table) applyGCRA(g *group, k *groupKey, req *Request, h uint64, ns, ms 
 		return d
 	}
 	tat := c.tat + req.Hits*c.emission
+	t.counted = floorDiv(tat, msNs)
 	if !found {
 		if !t.create(g, k, b, h, req.ID, slot{count: d.Count, aux: tat - b*width}, ms) {
+			t.counted = 0
 			return t.full(d)
 		}
 		return d
 	}
+	t.saveUndo(it.slot())
 	it = t.moveTo(g, it, b, h, ms)
 	s := t.slots.mut(it.slot())
 	s.count, s.aux, s.modified = d.Count, tat-b*width, ms
@@ -423,6 +464,9 @@ func (t *Table) create(g *group, k *groupKey, b int64, h uint64, id string, s sl
 	*t.slots.mut(idx) = s
 	t.ix.add(s.fp, idx)
 	t.insert(g, mkItem(g.id, b, idx))
+	if t.inTx {
+		t.undo = append(t.undo, undo{kind: undoCreated, slot: idx})
+	}
 	return true
 }
 
@@ -445,6 +489,9 @@ func (t *Table) makeRoom(ms int64) bool {
 		victim = it
 		return false
 	})
+	if t.inTx {
+		t.undo = append(t.undo, undo{kind: undoEvicted, prev: *t.slots.at(victim.slot()), key: g.key})
+	}
 	t.logDelete(g, victim)
 	t.remove(g, victim)
 	t.stats.Evictions++
