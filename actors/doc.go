@@ -24,6 +24,11 @@
 // that each batch is one group commit. Each owner's mailbox runs on a
 // goroutine of its own.
 //
+// CheckAll holds every shard of its checks at once, taken in ascending
+// order, decides them all with one reading of the clock, and keeps the
+// changes only if every check is admitted; otherwise the shards' tables
+// roll them back before anyone else can see them.
+//
 // A sweeper actor asks every owner, every Config.SweepInterval, to delete
 // the buckets that expired, at most Config.SweepBatch per message, so checks
 // queued meanwhile are served between batches.

@@ -329,9 +329,9 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 		}
 		switch k.op {
 		case opCheck:
-			k.dec = t.Apply(k.req, now)
+			k.res = t.Reserve(k.req, now)
 		case opRefund:
-			k.dec = t.Refund(k.req, now)
+			k.res.Decision = t.Refund(k.req, now)
 		case opReset:
 			k.n = t.Reset(k.req, now)
 		case opBuckets:
@@ -340,7 +340,7 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 	}
 	// Every decision of the batch is made before any is sent, and the
 	// journal takes the batch's changes, in one commit, before any reply.
-	err := sh.persist(cfg)
+	err := sh.finish(cfg)
 	for ; answered < len(batch); answered++ {
 		k := batch[answered]
 		batch[answered] = nil
@@ -348,14 +348,20 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 			k.answer(err) // k belongs to its caller from here on
 		}
 	}
-	if n := int64(t.Len()); n != sh.buckets.Load() {
+	return nil
+}
+
+// finish ends a batch decided on the shard, holding sh.mu: it journals
+// the batch's changes (see persist), whose error the batch's checks are
+// answered with, updates the counters and starts a snapshot if one is due.
+func (sh *shard) finish(cfg *Config) error {
+	err := sh.persist(cfg)
+	if n := int64(sh.table.Len()); n != sh.buckets.Load() {
 		sh.buckets.Store(n)
 	}
 	sh.countTableStats()
-	if answered > 0 {
-		sh.maybeSnapshot(cfg)
-	}
-	return nil
+	sh.maybeSnapshot(cfg)
+	return err
 }
 
 // shardOf maps an id to its shard with FNV-1a, a hash that is the same in

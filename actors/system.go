@@ -298,21 +298,31 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 // decision with Full set was refused because the shard's table was full
 // (see Config.MaxBuckets).
 func (s *System) Check(ctx context.Context, req table.Request) (table.Decision, error) {
+	r, err := s.Reserve(ctx, req)
+	return r.Decision, err
+}
+
+// Reserve is Check that also says where the hits were counted
+// (table.Reservation.Window), so that a Refund of them (Request.Window)
+// credits that window only, and nothing once it is over.
+func (s *System) Reserve(ctx context.Context, req table.Request) (table.Reservation, error) {
 	if err := req.Validate(); err != nil {
-		return table.Decision{}, err
+		return table.Reservation{}, err
 	}
 	c, err := s.call(ctx, opCheck, req)
 	if err != nil {
-		return table.Decision{}, err
+		return table.Reservation{}, err
 	}
-	d := c.dec
+	r := c.res
 	s.release(c)
-	return d, nil
+	return r, nil
 }
 
-// Refund gives back up to req.Hits (at least 1) hits to the bucket req
-// would be counted in now, never taking it below empty, and returns the
-// decision a peek would get afterwards.
+// Refund gives back up to req.Hits (at least 1) hits to req's bucket,
+// never taking it below empty, and returns the decision a peek would get
+// afterwards. With req.Window (a Reservation's) only the window those hits
+// were counted in is credited, and nothing once it is over; without it,
+// the current window.
 func (s *System) Refund(ctx context.Context, req table.Request) (table.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return table.Decision{}, err
@@ -324,7 +334,7 @@ func (s *System) Refund(ctx context.Context, req table.Request) (table.Decision,
 	if err != nil {
 		return table.Decision{}, err
 	}
-	d := c.dec
+	d := c.res.Decision
 	s.release(c)
 	return d, nil
 }
@@ -365,14 +375,18 @@ const MaxCheckAll = 1000
 
 // CheckAll checks several limits at once, all or nothing: it returns
 // allowed only if every request is admitted, and then every one is counted;
-// if any is denied, the hits of those admitted are refunded, so nothing is
-// consumed. The decisions are in the order of reqs (those refunded show
-// their state before the refund). While CheckAll runs, a concurrent check
-// of the same buckets may see the hits it will refund: it can be denied
-// early, never admitted beyond a limit.
+// if any is denied, nothing is counted anywhere. The decisions are in the
+// order of reqs, each as if the requests before it had been counted.
 //
-// Once submitted, the checks are not cancelled by ctx: an all-or-nothing
-// outcome needs every answer.
+// The shards of the requests are held together, taken in ascending order
+// so that two batches cannot deadlock, and every check is decided with one
+// reading of the clock before any is kept: a denied batch is undone before
+// anyone else sees its shards (table.Table.Rollback), so it never admits
+// anything, in this window or the next, and never makes a concurrent check
+// of the same buckets see hits it will not keep.
+//
+// Once the shards are held, the checks are not cancelled by ctx: an
+// all-or-nothing outcome needs every answer.
 func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.Decision, bool, error) {
 	if len(reqs) == 0 || len(reqs) > MaxCheckAll {
 		return nil, false, &table.FieldError{Field: "checks", Rule: fmt.Sprintf("must hold 1 to %d checks", MaxCheckAll)}
@@ -386,87 +400,142 @@ func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.De
 			return nil, false, err
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, false, err
-	}
-	decs, err := s.all(opCheck, reqs)
-	if err != nil {
-		return nil, false, err
-	}
-	allowed := true
-	for _, d := range decs {
-		allowed = allowed && d.Allowed
-	}
-	if allowed {
-		return decs, true, nil
-	}
-	var refunds []table.Request
-	for i, d := range decs {
-		if d.Allowed && reqs[i].Hits > 0 {
-			refunds = append(refunds, reqs[i])
-		}
-	}
-	if len(refunds) > 0 {
-		if _, err := s.all(opRefund, refunds); err != nil {
-			return nil, false, err
-		}
-	}
-	return decs, false, nil
-}
-
-// all makes one call per request and waits for every answer, whatever ctx
-// does. The calls of one shard are served together: by the caller, in one
-// batch, if nobody is serving the shard, or else by its owner.
-func (s *System) all(o op, reqs []table.Request) ([]table.Decision, error) {
-	calls := make([]call, len(reqs))
 	// order holds shard<<32 | index of each request: sorted, it lists the
 	// requests shard by shard, each shard's in their order.
 	order := make([]uint64, len(reqs))
 	for i, req := range reqs {
-		calls[i].op, calls[i].req = o, req
 		order[i] = uint64(shardOf(req.ID, len(s.shards)))<<32 | uint64(i)
 	}
 	slices.Sort(order)
-	queued := make([]bool, len(reqs)) // answered through done
-	var first error
-	run := make([]*call, 0, len(reqs))
-	for lo := 0; lo < len(order) && first == nil; {
-		shard := order[lo] >> 32
-		hi := lo + 1
-		for hi < len(order) && order[hi]>>32 == shard {
-			hi++
+	var held []*shard
+	for i, e := range order {
+		if i == 0 || e>>32 != order[i-1]>>32 {
+			held = append(held, s.shards[e>>32])
 		}
-		run = run[:0]
-		for _, e := range order[lo:hi] {
-			run = append(run, &calls[uint32(e)])
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
 		}
-		sh := s.shards[shard]
-		served, err := s.serveDirect(sh, true, run...)
-		for _, e := range order[lo:hi] {
-			if err != nil || served {
-				break
-			}
-			c := &calls[uint32(e)]
-			c.done = make(chan struct{}, 1)
-			if err = s.submit(sh, c); err == nil {
-				queued[uint32(e)] = true
-			}
+		crashed, err := s.hold(held)
+		if err != nil {
+			return nil, false, err
 		}
-		first = err
-		lo = hi
+		if crashed == nil {
+			break
+		}
+		// Its owner rebuilds it before it serves anything: wait for that.
+		if err := s.settle(ctx, crashed); err != nil {
+			return nil, false, err
+		}
 	}
 	decs := make([]table.Decision, len(reqs))
-	for i := range calls {
-		c := &calls[i]
-		if queued[i] {
-			<-c.done
-		}
-		decs[i] = c.dec
-		if c.err != nil && first == nil {
-			first = c.err
+	allowed, err := s.decideAll(held, order, reqs, decs)
+	return decs, allowed, err
+}
+
+// hold locks every shard of held, in ascending order. If one of them has
+// crashed (its table is being rebuilt) or the System is stopping, it locks
+// none and returns that shard, or ErrStopped.
+func (s *System) hold(held []*shard) (crashed *shard, err error) {
+	for i, sh := range held {
+		sh.acquire(true)
+		if sh.stopped || sh.crashed.Load() {
+			for _, h := range held[:i+1] {
+				h.mu.Unlock()
+			}
+			if sh.stopped {
+				return nil, ErrStopped
+			}
+			return sh, nil
 		}
 	}
-	return decs, first
+	return nil, nil
+}
+
+// settle waits until the owner of sh has served a call of its own queue,
+// so that a crashed shard has been rebuilt.
+func (s *System) settle(ctx context.Context, sh *shard) error {
+	c, err := s.submitted(sh, opNone, table.Request{})
+	if err != nil {
+		return err
+	}
+	s.wait(ctx, c)
+	if c.state.Load() == stateCancelled {
+		return ctx.Err()
+	}
+	err = c.err
+	s.release(c)
+	return err
+}
+
+// decideAll decides the requests of a batch on the shards held, which it
+// releases, and journals what was kept. See CheckAll.
+func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, decs []table.Decision) (allowed bool, err error) {
+	now := s.cfg.Clock.Now()
+	allowed = true
+	// Where the batch is, for a panic to be handled: held[cur] is being
+	// worked on; before it, tables were begun (phase 0) or their units
+	// ended (phase 1); from released on, shards are still held.
+	cur, phase, released := 0, 0, 0
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		crashed := held[cur]
+		crashed.crashed.Store(true)
+		crashed.restarts.Add(1)
+		s.cfg.Logger.Error("shard crashed", "shard", crashed.index, "panic", r, "failed_checks", len(reqs))
+		for i := released; i < len(held); i++ {
+			sh := held[i]
+			switch {
+			case i == cur:
+			case phase == 0 && i < cur:
+				sh.table.Rollback()
+			case phase == 1 && i > cur:
+				// The outcome is decided: the other shards get it too.
+				if allowed {
+					sh.table.Commit()
+				} else {
+					sh.table.Rollback()
+				}
+			}
+			sh.mu.Unlock()
+		}
+		s.actors.Root.Send(crashed.pid, crashMessage{})
+		allowed, err = false, ErrUnavailable
+	}()
+	next := 0
+	for ; cur < len(held); cur++ {
+		sh := held[cur]
+		t := sh.table
+		t.Begin()
+		for ; next < len(order) && s.shards[order[next]>>32] == sh; next++ {
+			i := uint32(order[next])
+			if s.cfg.applyHook != nil {
+				s.cfg.applyHook(reqs[i])
+			}
+			decs[i] = t.Apply(reqs[i], now)
+			allowed = allowed && decs[i].Allowed
+		}
+	}
+	for cur, phase = 0, 1; cur < len(held); cur++ {
+		if allowed {
+			held[cur].table.Commit()
+		} else {
+			held[cur].table.Rollback()
+		}
+	}
+	for cur, phase = 0, 2; cur < len(held); cur++ {
+		sh := held[cur]
+		if ferr := sh.finish(&s.cfg); ferr != nil && err == nil {
+			err = ferr
+		}
+		released++
+		sh.mu.Unlock()
+	}
+	return allowed, err
 }
 
 // call hands one validated request to its shard and waits for the answer
@@ -579,6 +648,17 @@ func (sh *shard) acquire(wait bool) bool {
 		return true
 	}
 	return false
+}
+
+// submitted queues a new call of o for the owner of sh.
+func (s *System) submitted(sh *shard, o op, req table.Request) (*call, error) {
+	c := s.calls.Get().(*call)
+	c.op, c.req = o, req
+	if err := s.submit(sh, c); err != nil {
+		s.release(c)
+		return nil, err
+	}
+	return c, nil
 }
 
 // submit queues c in the inbox of its shard sh, waking the owner if it is idle.
@@ -698,7 +778,7 @@ type call struct {
 	op      op
 	req     table.Request
 	state   atomic.Int32
-	dec     table.Decision
+	res     table.Reservation
 	n       int            // opReset: buckets deleted
 	buckets []table.Bucket // opBuckets
 	err     error
@@ -714,6 +794,7 @@ const (
 	opRefund            // Table.Refund
 	opReset             // Table.Reset
 	opBuckets           // Table.Buckets of req.ID
+	opNone              // nothing: answered once the owner serves its queue
 )
 
 const (
@@ -739,6 +820,6 @@ func (c *call) fail(err error) {
 }
 
 func (c *call) reset() {
-	c.op, c.req, c.dec, c.n, c.buckets, c.err, c.direct = opCheck, table.Request{}, table.Decision{}, 0, nil, nil, false
+	c.op, c.req, c.res, c.n, c.buckets, c.err, c.direct = opCheck, table.Request{}, table.Reservation{}, 0, nil, nil, false
 	c.state.Store(statePending)
 }
