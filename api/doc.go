@@ -97,9 +97,11 @@
 // A missing, zero or positive hits is answered 400 {"error":"hits: must be
 // negative on a refund: the hits to give back, e.g. -3","field":"hits"}. A
 // refund never takes a bucket below empty (a count below 0, a token bucket
-// above full), never creates one and never touches a window that has ended.
-// The answer is always 200, without Retry-After, with the decision body of
-// a peek after the refund.
+// above full) and never creates one. A check that counted hits answers
+// Ratelimit-Window (table.Reservation.Window); a refund with window=<that>
+// credits that window only, and nothing once it is over; without window it
+// credits the current one. The answer is always 200, without Retry-After,
+// with the decision body of a peek after the refund.
 //
 // # Admin API
 //

@@ -20,6 +20,7 @@ const (
 	hdrAllow           = "Allow"
 	hdrRateLimit       = "Ratelimit"        // RateLimit
 	hdrRateLimitPolicy = "Ratelimit-Policy" // RateLimit-Policy
+	hdrRateLimitWindow = "Ratelimit-Window" // where admitted hits were counted, for /refund
 )
 
 const (
@@ -79,6 +80,9 @@ type answer struct {
 	rule  string        // the rule checked, or "" for an ad-hoc check
 	scale time.Duration // the window
 	d     table.Decision
+	// window is where the hits were counted (table.Reservation.Window),
+	// sent for a later /refund of them; 0 when nothing was counted.
+	window int64
 	// shadow says the rule is a shadow rule: a denial is reported, never
 	// enforced.
 	shadow bool
@@ -160,11 +164,15 @@ func (rs *responder) writeDecision(w http.ResponseWriter, a *answer, refund bool
 		status = rs.denyStatus
 		b = strconv.AppendInt(b, retryAfterSeconds(a.d), 10)
 	}
+	retryEnd := len(b)
+	if a.window != 0 {
+		b = strconv.AppendInt(b, a.window, 10)
+	}
 	s := string(b) // one allocation for every dynamic header value
 
-	// One allocation for the value slices of all five headers; each gets a
+	// One allocation for the value slices of all six headers; each gets a
 	// full slice expression so that an append by a later handler copies.
-	vals := make([]string, 5)
+	vals := make([]string, 6)
 	vals[0], vals[1], vals[2], vals[3] = ctJSON, noStore, s[:mid], s[mid:end]
 	h := w.Header()
 	h[hdrContentType] = vals[0:1:1]
@@ -172,8 +180,12 @@ func (rs *responder) writeDecision(w http.ResponseWriter, a *answer, refund bool
 	h[hdrRateLimitPolicy] = vals[2:3:3]
 	h[hdrRateLimit] = vals[3:4:4]
 	if deny {
-		vals[4] = s[end:]
+		vals[4] = s[end:retryEnd]
 		h[hdrRetryAfter] = vals[4:5:5]
+	}
+	if a.window != 0 {
+		vals[5] = s[retryEnd:]
+		h[hdrRateLimitWindow] = vals[5:6:6]
 	}
 	if rs.noRateLimitHeaders {
 		delete(h, hdrRateLimitPolicy)

@@ -36,7 +36,17 @@ type Checker interface {
 	Refund(ctx context.Context, req table.Request) (table.Decision, error)
 }
 
-var _ Checker = (*actors.System)(nil)
+// Reserver is a Checker that also says where a check's hits were counted
+// (table.Reservation.Window), so that the check_rate answer can tell the
+// client which window a later /refund of them is for. *actors.System is one.
+type Reserver interface {
+	Reserve(ctx context.Context, req table.Request) (table.Reservation, error)
+}
+
+var (
+	_ Checker  = (*actors.System)(nil)
+	_ Reserver = (*actors.System)(nil)
+)
 
 // Options configures NewHandler. The zero value is ready to use.
 type Options struct {
@@ -65,12 +75,13 @@ const (
 // handler serves the routes of NewHandler.
 type handler struct {
 	responder
-	checker Checker
-	rules   *rules.Store // nil: no rules
-	metrics *Metrics
-	promh   http.Handler
-	log     *slog.Logger
-	batches sync.Pool // of *batchBuf
+	checker  Checker
+	reserver Reserver     // checker, if it is one
+	rules    *rules.Store // nil: no rules
+	metrics  *Metrics
+	promh    http.Handler
+	log      *slog.Logger
+	batches  sync.Pool // of *batchBuf
 }
 
 // batchBuf is memory for the batch of one /check_rate request, reused
@@ -105,6 +116,7 @@ func NewHandler(c Checker, opts Options) (http.Handler, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	h.reserver, _ = c.(Reserver)
 	if h.metrics != nil {
 		h.promh = h.metrics.Handler()
 	}
@@ -234,11 +246,17 @@ func (h *handler) checkOne(w http.ResponseWriter, r *http.Request, p *params) re
 		h.badRequest(w, err)
 		return resultInvalid
 	}
-	d, err := h.checker.Check(r.Context(), req)
+	var res table.Reservation
+	if h.reserver != nil {
+		res, err = h.reserver.Reserve(r.Context(), req)
+	} else {
+		res.Decision, err = h.checker.Check(r.Context(), req)
+	}
 	if err != nil {
 		return h.checkFailed(r.Context(), w, "check_rate", err)
 	}
-	a := answer{id: req.ID, rule: rule.Name, scale: req.Scale, d: d, shadow: rule.Shadow}
+	a := answer{id: req.ID, rule: rule.Name, scale: req.Scale, d: res.Decision, window: res.Window, shadow: rule.Shadow}
+	d := res.Decision
 	if a.denied() && d.Full {
 		h.writeFull(w, d.RetryAfter)
 	} else {

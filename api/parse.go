@@ -32,6 +32,7 @@ const (
 	ruleHits         = "must be an integer between 0 and 9223372036854775807"
 	ruleRefundHits   = "must be negative on a refund: the hits to give back, e.g. -3"
 	ruleBurst        = "must be an integer between 0 and 9223372036854775807"
+	ruleWindow       = "must be the Ratelimit-Window of the check whose hits are given back: an integer between 1 and 9223372036854775807"
 	ruleRuleName     = "must not be empty"
 	ruleFromRule     = "must not be given with rule: it comes from the rule"
 	ruleNoRules      = "no rules are configured"
@@ -73,6 +74,7 @@ const (
 	seenAlgorithm
 	seenBurst
 	seenRule
+	seenWindow // refunds only
 
 	seenAll = seenID | seenScale | seenLimit | seenHits | seenAlgorithm | seenBurst | seenRule
 	// seenFromRule are the parameters a rule supplies.
@@ -96,6 +98,8 @@ func fieldBit(name string) uint {
 		return seenBurst
 	case "rule":
 		return seenRule
+	case "window":
+		return seenWindow
 	}
 	return 0
 }
@@ -117,6 +121,8 @@ func (m mode) params() uint {
 		return seenAll &^ seenHits
 	case modeBuckets:
 		return seenID
+	case modeRefund:
+		return seenAll | seenWindow
 	}
 	return seenAll
 }
@@ -185,6 +191,8 @@ func bitName(bit uint) string {
 		return "algorithm"
 	case seenBurst:
 		return "burst"
+	case seenWindow:
+		return "window"
 	}
 	return "rule"
 }
@@ -207,6 +215,7 @@ func resolve(p *params, set *rules.Set) (req table.Request, rule rules.Rule, err
 		return table.Request{}, rules.Rule{}, fieldErr("rule", ruleNoSuchRule)
 	}
 	req = ruleRequest(rule, p.req.ID, p.req.Hits)
+	req.Window = p.req.Window
 	if err := req.Validate(); err != nil {
 		// A rule can pass rules.Rule.Validate and still ask too much of the
 		// table (a refill time over table.MaxScale).
@@ -311,6 +320,11 @@ func (p *params) set(bit uint, s string, m mode) error {
 			err = fieldErr("rule", ruleRuleName)
 		}
 		p.rule = s
+	case seenWindow:
+		var ok bool
+		if p.req.Window, ok = parseDigits(s); !ok || p.req.Window == 0 {
+			err = fieldErr("window", ruleWindow)
+		}
 	}
 	return err
 }

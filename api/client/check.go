@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -78,24 +79,77 @@ type Check struct {
 // policy. If ctx ends first, the error wraps ctx.Err(); the hits may then
 // have been counted. After Close, Check returns ErrClosed.
 func (c *Client) Check(ctx context.Context, id string, l Limit, hits int64) (Decision, error) {
-	d, err := c.single(ctx, ctx, c.checkURL, opCheck, id, &l, hits)
+	d, _, err := c.single(ctx, ctx, c.checkURL, opCheck, id, &l, hits, 0)
 	if err != nil {
 		return c.failOpen(l.Rule, err)
 	}
 	return d, nil
 }
 
-// Refund gives back hits (> 0) to id's bucket under l, with one GET
-// /refund, and returns the decision a peek gets afterwards. A refund never
-// takes a bucket below empty, never creates one and never touches a window
-// that has ended. The failure policy does not apply: when the service
-// cannot answer, the error matches ErrUnavailable, and the hits may or may
-// not have been given back.
+// Reservation is the answer to Reserve: a Decision and where its hits
+// were counted, so that Cancel gives back exactly those hits.
+type Reservation struct {
+	Decision
+	// Window is where the hits were counted, as the service named it
+	// (its Ratelimit-Window): 0 when nothing was counted (a denial, a
+	// peek, a Degraded decision). RefundWindow takes it.
+	Window int64
+
+	c    *Client
+	id   string
+	l    Limit
+	hits int64
+}
+
+// Reserve is Check that also keeps where the hits were counted, for Cancel
+// to give them back if the work they paid for does not happen: a refund
+// that arrives after a window boundary then credits nothing instead of
+// the new window.
+func (c *Client) Reserve(ctx context.Context, id string, l Limit, hits int64) (Reservation, error) {
+	d, window, err := c.single(ctx, ctx, c.checkURL, opCheck, id, &l, hits, 0)
+	if err != nil {
+		d, err = c.failOpen(l.Rule, err)
+		return Reservation{Decision: d}, err
+	}
+	return Reservation{Decision: d, Window: window, c: c, id: id, l: l, hits: hits}, nil
+}
+
+// Cancel gives back the reservation's hits, in the window they were
+// counted in only (see RefundWindow), and returns the decision a peek gets
+// afterwards. When nothing was counted it sends nothing and returns the
+// zero Decision.
+func (r *Reservation) Cancel(ctx context.Context) (Decision, error) {
+	if r.Window == 0 || r.c == nil || r.hits <= 0 {
+		return Decision{}, nil
+	}
+	return r.c.RefundWindow(ctx, r.id, r.l, r.hits, r.Window)
+}
+
+// Refund gives back hits (> 0) to id's bucket under l, in its current
+// window, with one GET /refund, and returns the decision a peek gets
+// afterwards. A refund never takes a bucket below empty and never creates
+// one. Hits counted in a window that may have ended since are given back
+// with Reserve and Cancel (or RefundWindow), which credit only that
+// window. The failure policy does not apply: when the service cannot
+// answer, the error matches ErrUnavailable, and the hits may or may not
+// have been given back.
 func (c *Client) Refund(ctx context.Context, id string, l Limit, hits int64) (Decision, error) {
+	return c.RefundWindow(ctx, id, l, hits, 0)
+}
+
+// RefundWindow is Refund in the window its hits were counted in, window
+// being a Reservation's Window: while that window lasts it is credited;
+// once it is over nothing is (for token and leaky buckets: only what of
+// those hits has not drained yet). Window 0 is Refund's current window.
+func (c *Client) RefundWindow(ctx context.Context, id string, l Limit, hits, window int64) (Decision, error) {
 	if hits <= 0 {
 		return Decision{}, invalid(opRefund, "hits", "must be positive: the number of hits to give back")
 	}
-	return c.single(ctx, ctx, c.refundURL, opRefund, id, &l, -hits)
+	if window < 0 {
+		return Decision{}, invalid(opRefund, "window", "must not be negative")
+	}
+	d, _, err := c.single(ctx, ctx, c.refundURL, opRefund, id, &l, -hits, window)
+	return d, err
 }
 
 // invalid returns the ErrInvalid error of a request refused before it was
@@ -121,40 +175,46 @@ func (c *Client) failOpen(rule string, err error) (Decision, error) {
 }
 
 // single sends one GET of a check or refund (url is the path with its '?')
-// under reqCtx, judging a failure by callerCtx (see Wait).
-func (c *Client) single(reqCtx, callerCtx context.Context, url, op, id string, l *Limit, hits int64) (Decision, error) {
+// under reqCtx, judging a failure by callerCtx (see Wait), and returns the
+// decision and the answer's Ratelimit-Window. A refund's window, if not 0,
+// is sent.
+func (c *Client) single(reqCtx, callerCtx context.Context, url, op, id string, l *Limit, hits, window int64) (Decision, int64, error) {
 	if c.closed.Load() {
-		return Decision{}, ErrClosed
+		return Decision{}, 0, ErrClosed
 	}
 	bp := c.getBuf()
 	defer c.putBuf(bp)
 	b := append((*bp)[:0], url...)
 	b = appendQuery(b, id, l, hits)
+	if window != 0 {
+		b = append(b, "&window="...)
+		b = strconv.AppendInt(b, window, 10)
+	}
 	*bp = b
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, string(b), nil)
 	if err != nil { // cannot happen: New checked the base URL, the rest is escaped
-		return Decision{}, fmt.Errorf("client: %s: %w", op, err)
+		return Decision{}, 0, fmt.Errorf("client: %s: %w", op, err)
 	}
 	r, err := c.do(req, bp)
 	if err != nil {
-		return Decision{}, c.transportFailed(callerCtx, op, err)
+		return Decision{}, 0, c.transportFailed(callerCtx, op, err)
 	}
 	if !isDecisionStatus(r.status) {
-		return Decision{}, c.badAnswer(callerCtx, op, &r, nil)
+		return Decision{}, 0, c.badAnswer(callerCtx, op, &r, nil)
 	}
 	d, err := decodeDecision(r.body, l.Rule)
 	if err != nil {
-		return Decision{}, c.badAnswer(callerCtx, op, &r, err)
+		return Decision{}, 0, c.badAnswer(callerCtx, op, &r, err)
 	}
 	c.answered(callerCtx)
-	return d, nil
+	return d, r.window, nil
 }
 
 // CheckAll checks all of checks at once, all or nothing, with one POST
 // /check_rate of a JSON array: if every check is admitted, each is counted
 // and allowed is true; if any is denied, nothing is consumed and allowed
-// is false. The decisions are in the order of checks; in a denied batch,
-// the admitted checks show their state before their hits were given back.
+// is false. The decisions are in the order of checks, each as if the
+// checks before it had been counted.
 // The service takes 1 to 1000 checks; in a JSON body, bytes of an ID that
 // are not UTF-8 are sent as U+FFFD.
 //
@@ -252,7 +312,7 @@ func (c *Client) Wait(ctx context.Context, id string, l Limit) error {
 	failures := 0
 	for {
 		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-		d, err := c.single(reqCtx, ctx, c.checkURL, opCheck, id, &l, 1)
+		d, _, err := c.single(reqCtx, ctx, c.checkURL, opCheck, id, &l, 1, 0)
 		cancel()
 		var sleep time.Duration
 		switch ue, unavailable := err.(*unavailableError); {

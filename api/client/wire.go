@@ -39,6 +39,9 @@ type reply struct {
 	body   []byte
 	// retry is the Retry-After of a 503 (0 when absent or unparsable).
 	retry time.Duration
+	// window is the Ratelimit-Window of an answer that counted hits (0
+	// when absent or unparsable).
+	window int64
 }
 
 // do sends req and reads its whole answer into *bp, which it may grow, so
@@ -58,8 +61,15 @@ func (c *Client) do(req *http.Request, bp *[]byte) (reply, error) {
 		return reply{}, err
 	}
 	r := reply{status: resp.StatusCode, body: b}
-	if r.status == http.StatusServiceUnavailable {
+	switch r.status {
+	case http.StatusServiceUnavailable:
 		r.retry = parseRetryAfter(resp.Header.Get("Retry-After"), c.clock.Now())
+	case http.StatusOK:
+		if v := resp.Header["Ratelimit-Window"]; len(v) == 1 {
+			if w, err := strconv.ParseInt(v[0], 10, 64); err == nil && w > 0 {
+				r.window = w
+			}
+		}
 	}
 	return r, nil
 }
