@@ -28,27 +28,42 @@ type Timer interface {
 // shows within a second; a step back cannot reopen a window (the table
 // never goes back in time).
 func SystemClock() Clock {
-	c := &systemClock{}
-	now := time.Now()
-	c.anchor.Store(&now)
-	return c
+	start := time.Now()
+	return newSystemClock(time.Now, func() time.Duration { return time.Since(start) })
 }
 
 // anchorAge is how long SystemClock counts on the monotonic clock alone.
 const anchorAge = time.Second
 
+// systemClock reads wall for the wall clock and mono for the monotonic one
+// (the time since some fixed instant); tests inject both.
 type systemClock struct {
-	anchor atomic.Pointer[time.Time] // a time.Now reading, with its monotonic part
+	wall   func() time.Time
+	mono   func() time.Duration
+	anchor atomic.Pointer[anchor]
+}
+
+// anchor is a wall clock reading and the monotonic reading taken with it.
+type anchor struct {
+	at   time.Time
+	mono time.Duration
+}
+
+func newSystemClock(wall func() time.Time, mono func() time.Duration) *systemClock {
+	c := &systemClock{wall: wall, mono: mono}
+	c.anchor.Store(&anchor{at: wall().Round(0), mono: mono()})
+	return c
 }
 
 func (c *systemClock) Now() time.Time {
+	m := c.mono()
 	a := c.anchor.Load()
-	if d := time.Since(*a); d < anchorAge {
-		return a.Add(d)
+	if d := m - a.mono; d < anchorAge {
+		return a.at.Add(d)
 	}
-	now := time.Now()
-	c.anchor.Store(&now)
-	return now
+	n := &anchor{at: c.wall().Round(0), mono: m}
+	c.anchor.Store(n)
+	return n.at
 }
 
 func (*systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
