@@ -160,7 +160,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.SweepBatch = sweeper.DefaultBatch
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = sweeper.SystemClock()
+		cfg.Clock = sweeper.SystemClock(sweeper.ClockLogger(cfg.Logger))
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

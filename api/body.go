@@ -405,7 +405,8 @@ func quoteChar(c byte) string {
 // scanString returns the end of the well-formed JSON string at s[i] ('"'),
 // and whether it is plain: without escapes, all ASCII. ok is false if there
 // is none. Any byte from 0x20 up is accepted, as encoding/json does:
-// invalid UTF-8 is replaced when the string is decoded.
+// invalid UTF-8 is replaced when the string is decoded (an id is refused
+// instead, by unicodeRule).
 func scanString(s string, i int) (end int, plain, ok bool) {
 	plain = true
 	for i++; i < len(s); i++ {
@@ -499,6 +500,57 @@ func scanLiteral(s string, i int, lit string) (end int, ok bool) {
 		return i + len(lit), true
 	}
 	return i, false
+}
+
+// unicodeRule returns the rule raw, a well-formed JSON string, breaks by
+// not decoding to valid UTF-8: ruleIDUTF8 for bytes that are not UTF-8,
+// ruleIDSurrogate for a \uXXXX escape of a surrogate that is not the first
+// half of a pair followed by its second; "" when it decodes to valid UTF-8.
+func unicodeRule(raw string) string {
+	if !utf8.ValidString(raw) {
+		return ruleIDUTF8
+	}
+	for i := 1; i < len(raw)-1; {
+		j := strings.IndexByte(raw[i:len(raw)-1], '\\')
+		if j < 0 {
+			break
+		}
+		i += j
+		if raw[i+1] != 'u' {
+			i += 2 // a one-letter escape, \\ included
+			continue
+		}
+		switch r := hex4(raw[i+2 : i+6]); {
+		case r < 0xd800 || r > 0xdfff:
+			i += 6
+		case r < 0xdc00 && strings.HasPrefix(raw[i+6:], `\u`) && isLowSurrogate(hex4(raw[i+8:i+12])):
+			i += 12
+		default:
+			return ruleIDSurrogate
+		}
+	}
+	return ""
+}
+
+// isLowSurrogate reports whether r is the second half of a surrogate pair.
+func isLowSurrogate(r rune) bool { return 0xdc00 <= r && r <= 0xdfff }
+
+// hex4 returns the value of s, four hexadecimal digits.
+func hex4(s string) rune {
+	var r rune
+	for i := range 4 {
+		c := s[i]
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c <= 'F':
+			c -= 'A' - 10
+		default:
+			c -= 'a' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // unquote returns the value of raw, a well-formed JSON string (plain if

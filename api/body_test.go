@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/table"
@@ -133,6 +135,9 @@ func refSetJSON(p *params, bit uint, key string, raw json.RawMessage, m mode) er
 		if err != nil {
 			return err
 		}
+		if rule := refUnicodeRule(raw); bit == seenID && rule != "" {
+			return fieldErr("id", rule)
+		}
 		return p.set(bit, s, m)
 	case seenScale:
 		if len(raw) > 0 && raw[0] == '"' {
@@ -147,6 +152,41 @@ func refSetJSON(p *params, bit uint, key string, raw json.RawMessage, m mode) er
 		}
 	}
 	return p.set(bit, string(raw), m)
+}
+
+// refUnicodeRule is the id rule added to the parser since the reference was
+// written, found another way: raw, a JSON string, must be valid UTF-8, and
+// the UTF-16 code units it spells, its escapes decoded one by one, must pair
+// every surrogate.
+func refUnicodeRule(raw json.RawMessage) string {
+	if !utf8.Valid(raw) {
+		return ruleIDUTF8
+	}
+	var units []uint16
+	for s := string(raw[1 : len(raw)-1]); s != ""; {
+		switch {
+		case s[0] == '\\' && s[1] == 'u':
+			u, err := strconv.ParseUint(s[2:6], 16, 16)
+			if err != nil {
+				panic(err) // raw is well formed
+			}
+			units, s = append(units, uint16(u)), s[6:]
+		case s[0] == '\\':
+			units, s = append(units, uint16(s[1])), s[2:] // a one-letter escape: never a surrogate
+		default:
+			r, n := utf8.DecodeRuneInString(s)
+			units, s = utf16.AppendRune(units, r), s[n:]
+		}
+	}
+	for i := 0; i < len(units); i++ {
+		if u := rune(units[i]); utf16.IsSurrogate(u) {
+			if i+1 == len(units) || utf16.DecodeRune(u, rune(units[i+1])) == utf8.RuneError {
+				return ruleIDSurrogate
+			}
+			i++
+		}
+	}
+	return ""
 }
 
 // sameParse reports how got and gotErr differ from want and wantErr, or "".
@@ -269,6 +309,18 @@ var bodySeeds = []string{
 	`{"id":"a","rule":"x","hits":-1}`,
 	`{"id":"` + strings.Repeat("é", 600) + `","scale":1000,"limit":3}`,
 	`{"` + strings.Repeat("k", 200) + `":1}`,
+	`{"id":"\udc00","scale":1000,"limit":3}`,
+	`{"id":"a\uD800","scale":1000,"limit":3}`,
+	`{"id":"\ud800\u0041","scale":1000,"limit":3}`,
+	`{"id":"\ud800\ud800\udc00","scale":1000,"limit":3}`,
+	`{"id":"\ud83d\ude00\\udc00","scale":1000,"limit":3}`,
+	`{"id":"\ufffd","scale":1000,"limit":3}`,
+	"{\"id\":\"\\n\xfe\",\"scale\":1000,\"limit\":3}",
+	"{\"id\":\"\xed\xa0\x80\",\"scale\":1000,\"limit\":3}",
+	"{\"id\":\"\xff\",\"rule\":\"x\",\"hits\":-1}",
+	`[{"id":"a","scale":1000,"limit":3},{"id":"\udfff","scale":1000,"limit":3}]`,
+	"{\"id\":\"" + strings.Repeat("\xff", 400) + "\",\"scale\":1000,\"limit\":3}",
+	`{"id":"` + strings.Repeat(`\ud800`, 200) + `","scale":1000,"limit":3}`,
 }
 
 // fuzzSeeds returns the bodies FuzzParseBody starts from: those of the

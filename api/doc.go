@@ -15,6 +15,11 @@
 //	GET  /healthz      {"status":"ok"}
 //	GET  /metrics      Prometheus text format (only when Options.Metrics is set)
 //
+// ID is 1 to table.MaxIDLen bytes of valid UTF-8; in JSON, a \uD800 to
+// \uDFFF escape only as half of a surrogate pair. An id that is not is
+// answered 400 naming id ({"error":"id: must be valid UTF-8","field":"id"}),
+// not counted under a U+FFFD stand-in.
+//
 // SCALE is the window: an integer number of milliseconds, or a Go duration
 // such as "30s" or "1m30s" (in JSON, a number of milliseconds or a duration
 // string). It must be a whole number of milliseconds between table.MinScale

@@ -592,15 +592,13 @@ func TestIDRoundTrip(t *testing.T) {
 		"unicode 日本語 é 🚀",
 		"line sep \u2028 para sep \u2029",
 		`<script>&amp;</script>`,
-		"invalid \xff utf-8 \xc3",
 		`+%&=?#;`,
 		strings.Repeat(`"`, table.MaxIDLen),
 	}
 	for i, id := range ids {
 		t.Run(strconv.Itoa(i), func(t *testing.T) {
 			t.Parallel()
-			// What a client decoding the JSON must see: the id, with each
-			// byte of invalid UTF-8 replaced by U+FFFD (as encoding/json does).
+			// What a client decoding the JSON must see: the id.
 			enc, _ := json.Marshal(id)
 			var want string
 			if err := json.Unmarshal(enc, &want); err != nil {
@@ -620,6 +618,15 @@ func TestIDRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+	// An id that is not valid UTF-8 could not come back as sent: it is refused.
+	const bad = "invalid \xff utf-8 \xc3"
+	get := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?scale=1000&limit=9&id="+url.QueryEscape(bad), "")
+	post := do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `{"scale":1000,"limit":9,"id":"`+bad+`"}`)
+	for _, r := range []response{get, post} {
+		if want := `{"error":"id: must be valid UTF-8","field":"id"}`; r.status != 400 || string(r.body) != want {
+			t.Errorf("id %q: got %d %s, want 400 %s", bad, r.status, r.body, want)
+		}
 	}
 }
 

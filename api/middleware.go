@@ -36,7 +36,9 @@ type MiddlewareOptions struct {
 	DenyStatus int
 	// KeyFunc returns the id a request is counted under. The default is the
 	// host part of r.RemoteAddr (all of it when it has no port). It must not
-	// trust forwarding headers from untrusted peers.
+	// trust forwarding headers from untrusted peers. A key that is not a
+	// valid id (empty, over table.MaxIDLen bytes, not valid UTF-8) is
+	// answered 400 naming id, as the Checker refuses it.
 	KeyFunc func(*http.Request) string
 	// Rules, when set, supplies the limits by rule: the one named by Rule,
 	// or else the one matching each request. Changes to the Store apply
@@ -49,7 +51,8 @@ type MiddlewareOptions struct {
 	// UserFunc returns the authenticated user of a request, for rules
 	// keyed by "user"; nil means the HTTP Basic user name. A rule keyed by
 	// a header, a query parameter or the user counts a request that lacks
-	// one under KeyFunc's key.
+	// one, or whose one is over table.MaxIDLen bytes or not valid UTF-8,
+	// under KeyFunc's key.
 	UserFunc func(*http.Request) string
 	// OnDeny, if set, answers denied requests instead of the default 413
 	// JSON body; Retry-After and the RateLimit fields (unless

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api/rules"
@@ -26,6 +27,8 @@ const MaxBodyBytes = 256 << 10
 const (
 	ruleRequired     = "is required"
 	ruleIDLen        = "must be at most 1024 bytes"
+	ruleIDUTF8       = "must be valid UTF-8"
+	ruleIDSurrogate  = `must be valid UTF-8: a surrogate escape (\uD800 to \uDFFF) must be half of a pair`
 	ruleScale        = "must be a whole number of milliseconds, or a duration such as 30s"
 	ruleScaleMs      = "must be a whole number of milliseconds"
 	ruleLimit        = "must be an integer between 1 and 9223372036854775807"
@@ -358,6 +361,8 @@ func parseID(s string) (string, error) {
 		return "", fieldErr("id", ruleRequired)
 	case len(s) > table.MaxIDLen:
 		return "", fieldErr("id", ruleIDLen)
+	case !utf8.ValidString(s):
+		return "", fieldErr("id", ruleIDUTF8)
 	}
 	return s, nil
 }
@@ -493,12 +498,18 @@ func elemErr(i int, err error) error {
 
 // setJSON parses raw, the JSON text of the value of member key, whose bit
 // is bit, into p: id, algorithm and rule are strings; limit, hits and
-// burst integers; scale either. plain is as for unquote.
+// burst integers; scale either. plain is as for unquote. An id must be
+// valid UTF-8 as sent: decoding would replace what is not by U+FFFD.
 func (p *params) setJSON(bit uint, key, raw string, plain bool, m mode) error {
 	switch bit {
 	case seenID, seenAlgorithm, seenRule:
 		if raw[0] != '"' {
 			return fieldErr(key, ruleString)
+		}
+		if bit == seenID && !plain {
+			if rule := unicodeRule(raw); rule != "" {
+				return fieldErr("id", rule)
+			}
 		}
 		return p.set(bit, unquote(raw, plain), m)
 	case seenScale:

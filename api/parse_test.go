@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api/rules"
@@ -255,7 +256,7 @@ func TestResolve(t *testing.T) {
 func checkParsed(t *testing.T, in string, md mode, set *rules.Set, p params, err error) {
 	t.Helper()
 	if md == modeBuckets && err == nil {
-		if p.req.ID == "" || len(p.req.ID) > table.MaxIDLen || p.rule != "" || p.seen != seenID {
+		if p.req.ID == "" || len(p.req.ID) > table.MaxIDLen || !utf8.ValidString(p.req.ID) || p.rule != "" || p.seen != seenID {
 			t.Fatalf("%q: got buckets parameters %+v, want an id alone", in, p)
 		}
 		return
@@ -317,6 +318,11 @@ var querySeeds = []string{
 	"id=a&rule=toolong",
 	"id=a&rule=&rule=",
 	"id=a&ru%6Ce=tb",
+	"id=%ff&scale=1000&limit=1",
+	"id=%c3%28&scale=1000&limit=1",
+	"id=a%ed%a0%80&rule=login",
+	"id=%ef%bf%bd&scale=1000&limit=1",
+	"id=%f0%9f%98%80&rule=login",
 }
 
 func FuzzParseQuery(f *testing.F) {
@@ -384,6 +390,9 @@ var jsonSeeds = []string{
 	`[[{"id":"a"}]]`,
 	`{""`,
 	`[{"":1}]`,
+	`{"id":"\udc00","scale":1000,"limit":3}`,
+	`{"id":"\ud83d\ude00","rule":"login","hits":-1}`,
+	"[{\"id\":\"a\",\"rule\":\"login\"},{\"id\":\"\x80\",\"rule\":\"login\"}]",
 }
 
 func FuzzParseJSON(f *testing.F) {

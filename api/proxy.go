@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
@@ -38,7 +39,8 @@ type ProxyOptions struct {
 	// ClientKey returns the client's key (the per-client layer's id, and a
 	// URL rule's for the "ip" key). Nil means the host of RemoteAddr. Give
 	// it a clientip.Resolver's Key to read forwarding headers from trusted
-	// proxies only.
+	// proxies only. A key that is empty or not valid UTF-8 is answered 400
+	// "the client address is unusable".
 	ClientKey func(*http.Request) string
 	// TrustedPeer reports whether the direct peer is a trusted proxy, whose
 	// X-Forwarded-For is kept (the peer is appended to it) and whose
@@ -217,9 +219,9 @@ func (p *proxy) ruleKey(r *http.Request, rule *rules.Rule) string {
 
 // ruleID returns the id request r spends under rule: what the rule's Key
 // names (a header, a query parameter, the user), or the client's key when
-// the rule keys by address, or when the request lacks (or has an unusable)
-// value for the rule's key: the client then spends its own budget rather
-// than none.
+// the rule keys by address, or when the request lacks a usable value for
+// the rule's key (it has none, or one over table.MaxIDLen bytes or not
+// valid UTF-8): the client then spends its own budget rather than none.
 func ruleID(r *http.Request, rule *rules.Rule, clientKey, user func(*http.Request) string) string {
 	var id string
 	switch {
@@ -231,7 +233,7 @@ func ruleID(r *http.Request, rule *rules.Rule, clientKey, user func(*http.Reques
 	case strings.HasPrefix(rule.Key, rules.KeyQuery):
 		id = r.URL.Query().Get(rule.Key[len(rules.KeyQuery):])
 	}
-	if id == "" || len(id) > table.MaxIDLen {
+	if id == "" || len(id) > table.MaxIDLen || !utf8.ValidString(id) {
 		id = clientKey(r)
 	}
 	return id
@@ -247,7 +249,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var as [4]answer
 	n := 0
 	client := p.clientKey(r)
-	if client == "" {
+	if client == "" || !utf8.ValidString(client) {
 		p.writeError(w, http.StatusBadRequest, "", "the client address is unusable")
 		return
 	}

@@ -1,6 +1,7 @@
 package sweeper
 
 import (
+	"log/slog"
 	"sync/atomic"
 	"time"
 )
@@ -21,34 +22,125 @@ type Timer interface {
 	Stop() bool
 }
 
-// SystemClock returns a Clock that reads the system clock. Its Now reads
-// only the monotonic clock, from an anchor on the wall clock taken again
-// every second: reading both clocks, as time.Now does, costs a check about
-// a tenth of its time. A step of the wall clock (or a suspend) therefore
-// shows within a second; a step back cannot reopen a window (the table
-// never goes back in time).
-func SystemClock() Clock {
-	c := &systemClock{}
-	now := time.Now()
-	c.anchor.Store(&now)
+// ClockOption configures SystemClock.
+type ClockOption func(*systemClock)
+
+// ClockLogger has SystemClock log, at Warn, each step of the wall clock it
+// sees (with the step, the offset it slews away and how long that takes).
+// A nil logger logs nothing, as without the option.
+func ClockLogger(l *slog.Logger) ClockOption {
+	return func(c *systemClock) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// SystemClock returns a Clock that follows the system clock without ever
+// stepping: its readings advance with the monotonic clock, and approach the
+// wall clock by a slew of at most 1 ms per 20 ms elapsed.
+//
+// Now reads only the monotonic clock, from an anchor taken again every
+// second: reading both clocks, as time.Now does, costs a check about a tenth
+// of its time. At each anchor the wall clock is read and the readings'
+// offset from it is slewed away: an ordinary NTP adjustment (a few ms)
+// within a fraction of a second; a step of the wall clock, logged, in 20
+// times the step (a suspend, which Go's monotonic clock does not count on
+// Linux, is such a step forward).
+// The trade-off: while it slews, windows run up to 1/20 fast or slow, and
+// the readings are off the wall clock by what is left of the step. In
+// exchange a step forward never ends every window at once, and a step back,
+// or the correction of a step forward, never freezes windows until the wall
+// clock comes back: readings never go back and never pause.
+//
+// A new clock (a restarted process) starts on the wall clock; there the
+// table's own guard holds: it never goes back to a time earlier than one it
+// has seen, journalled ones included.
+func SystemClock(opts ...ClockOption) Clock {
+	start := time.Now()
+	return newSystemClock(time.Now, func() time.Duration { return time.Since(start) }, opts...)
+}
+
+const (
+	// anchorAge is how long SystemClock counts on the monotonic clock alone.
+	anchorAge = time.Second
+	// slewDiv is the inverse of the slew rate: 1 ns of correction per slewDiv ns.
+	slewDiv = 20
+	// stepMin is the least change of the wall clock against the monotonic
+	// one that is logged as a step: what one anchorAge of slewing corrects,
+	// a hundred times NTP's largest slew over the same second.
+	stepMin = anchorAge / slewDiv
+)
+
+// systemClock reads wall for the wall clock and mono for the monotonic one
+// (the time since some fixed instant); tests inject both.
+type systemClock struct {
+	wall   func() time.Time
+	mono   func() time.Duration
+	log    *slog.Logger
+	anchor atomic.Pointer[anchor]
+}
+
+// anchor is a reading of the clock, the monotonic time it was taken at, and
+// the offset of the wall clock from it then, still to be slewed away.
+type anchor struct {
+	at   time.Time // without a monotonic reading: compared by wall time
+	mono time.Duration
+	off  time.Duration
+}
+
+// after returns the reading d of monotonic time after a, d >= 0.
+func (a *anchor) after(d time.Duration) time.Time { return a.at.Add(d + a.slew(d)) }
+
+// slew returns the correction made in d of monotonic time after a, d >= 0:
+// d/slewDiv towards the wall clock, until off is made up.
+func (a *anchor) slew(d time.Duration) time.Duration {
+	if s := d / slewDiv; a.off >= 0 {
+		return min(s, a.off)
+	} else {
+		return max(-s, a.off)
+	}
+}
+
+func newSystemClock(wall func() time.Time, mono func() time.Duration, opts ...ClockOption) *systemClock {
+	c := &systemClock{wall: wall, mono: mono, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(c)
+	}
+	c.anchor.Store(&anchor{at: wall().Round(0), mono: mono()})
 	return c
 }
 
-// anchorAge is how long SystemClock counts on the monotonic clock alone.
-const anchorAge = time.Second
-
-type systemClock struct {
-	anchor atomic.Pointer[time.Time] // a time.Now reading, with its monotonic part
+// Now reads the monotonic clock before the anchor, so that an anchor stored
+// after that read never gives an earlier reading than the one it starts on.
+// A caller that read the monotonic clock after a re-anchoring one but loads
+// the old anchor reads off the new slope by at most a tenth of that gap (the
+// nanoseconds between the winner's read and its store); a table's own guard
+// absorbs it.
+func (c *systemClock) Now() time.Time {
+	m := c.mono()
+	a := c.anchor.Load()
+	d := m - a.mono
+	if d < anchorAge {
+		return a.after(max(d, 0)) // d < 0: a newer anchor than m; its own reading
+	}
+	return c.reanchor(a, m, d)
 }
 
-func (c *systemClock) Now() time.Time {
-	a := c.anchor.Load()
-	if d := time.Since(*a); d < anchorAge {
-		return a.Add(d)
+// reanchor replaces anchor a, d old at monotonic time m, by one at m, with
+// the wall clock's new offset; one caller wins, the others read the winner's.
+func (c *systemClock) reanchor(a *anchor, m, d time.Duration) time.Time {
+	w := c.wall().Round(0)
+	n := &anchor{at: a.after(d), mono: m}
+	n.off = w.Sub(n.at)
+	if !c.anchor.CompareAndSwap(a, n) {
+		o := c.anchor.Load()
+		return o.after(max(m-o.mono, 0))
 	}
-	now := time.Now()
-	c.anchor.Store(&now)
-	return now
+	if step := n.off - (a.off - a.slew(d)); step >= stepMin || step <= -stepMin {
+		c.log.Warn("wall clock stepped; slewing to it", "step", step, "offset", n.off, "catch_up", slewDiv*max(n.off, -n.off))
+	}
+	return n.at
 }
 
 func (*systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }

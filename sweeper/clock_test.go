@@ -15,8 +15,8 @@ func TestSystemClockFollowsTheWallClock(t *testing.T) {
 	for i := range 200_000 {
 		if i%50_000 == 0 {
 			// An anchor past its age, as a second later: re-anchored.
-			old := time.Now().Add(-2 * anchorAge)
-			c.(*systemClock).anchor.Store(&old)
+			sc := c.(*systemClock)
+			sc.anchor.Store(&anchor{at: time.Now().Add(-2 * anchorAge).Round(0), mono: sc.mono() - 2*anchorAge})
 		}
 		before := time.Now()
 		got := c.Now()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits on a Request, enforced by Request.Validate.
@@ -100,7 +101,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // Scale) only, so a rule whose Limit or Burst changes keeps its counts and
 // no change hands out a fresh budget.
 type Request struct {
-	ID        string        // who is being limited; 1 to MaxIDLen bytes
+	ID        string        // who is being limited; 1 to MaxIDLen bytes of valid UTF-8
 	Scale     time.Duration // window length, a whole number of milliseconds in [MinScale, MaxScale]
 	Limit     int64         // hits admitted per Scale; 0 denies everything
 	Hits      int64         // cost of this request; 0 is a peek that changes nothing
@@ -123,6 +124,8 @@ func (r *Request) Validate() error {
 		return &FieldError{Field: "id", Rule: "is required"}
 	case len(r.ID) > MaxIDLen:
 		return &FieldError{Field: "id", Rule: fmt.Sprintf("must be at most %d bytes", MaxIDLen)}
+	case !utf8.ValidString(r.ID):
+		return &FieldError{Field: "id", Rule: "must be valid UTF-8"}
 	case r.Scale < MinScale || r.Scale > MaxScale:
 		return &FieldError{Field: "scale", Rule: fmt.Sprintf("must be between %v and %v", MinScale, MaxScale)}
 	case r.Scale%time.Millisecond != 0:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Limit is the limit a check counts under: ad hoc, at most Limit hits per
@@ -63,7 +64,7 @@ type Decision struct {
 
 // Check is one check of a batch (CheckAll): ID spending Hits under Limit.
 type Check struct {
-	ID    string // who is limited: 1 to 1024 bytes
+	ID    string // who is limited: 1 to 1024 bytes of valid UTF-8
 	Limit Limit  // the limit counted under
 	Hits  int64  // the cost, ≥ 0; 0 peeks (the zero value is a peek, not 1)
 }
@@ -152,6 +153,9 @@ func (c *Client) RefundWindow(ctx context.Context, id string, l Limit, hits, win
 	return d, err
 }
 
+// ruleUTF8 is the rule of an id that is not valid UTF-8, in the service's words.
+const ruleUTF8 = "must be valid UTF-8"
+
 // invalid returns the ErrInvalid error of a request refused before it was
 // sent.
 func invalid(op, field, msg string) error {
@@ -181,6 +185,9 @@ func (c *Client) failOpen(rule string, err error) (Decision, error) {
 func (c *Client) single(reqCtx, callerCtx context.Context, url, op, id string, l *Limit, hits, window int64) (Decision, int64, error) {
 	if c.closed.Load() {
 		return Decision{}, 0, ErrClosed
+	}
+	if !utf8.ValidString(id) {
+		return Decision{}, 0, invalid(op, "id", ruleUTF8)
 	}
 	bp := c.getBuf()
 	defer c.putBuf(bp)
@@ -214,9 +221,7 @@ func (c *Client) single(reqCtx, callerCtx context.Context, url, op, id string, l
 // /check_rate of a JSON array: if every check is admitted, each is counted
 // and allowed is true; if any is denied, nothing is consumed and allowed
 // is false. The decisions are in the order of checks, each as if the
-// checks before it had been counted.
-// The service takes 1 to 1000 checks; in a JSON body, bytes of an ID that
-// are not UTF-8 are sent as U+FFFD.
+// checks before it had been counted. The service takes 1 to 1000 checks.
 //
 // The failure policy and errors are those of Check: under FailOpen, an
 // unavailable service gives one Degraded decision per check and allowed
@@ -228,6 +233,11 @@ func (c *Client) CheckAll(ctx context.Context, checks []Check) ([]Decision, bool
 	}
 	if len(checks) == 0 {
 		return nil, false, invalid(opCheckAll, "checks", "must hold at least one check")
+	}
+	for i := range checks {
+		if !utf8.ValidString(checks[i].ID) {
+			return nil, false, invalid(opCheckAll, "checks["+strconv.Itoa(i)+"].id", ruleUTF8)
+		}
 	}
 	body := make([]byte, 0, 128*len(checks))
 	body = append(body, '[')

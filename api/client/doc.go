@@ -76,10 +76,11 @@
 //     for availability for as long as the outage lasts.
 //   - Wait sleeps on Options.Clock but the HTTP requests' timeouts run on
 //     real time.
-//   - Beyond a Refund's hits and an empty CheckAll, the client checks
-//     nothing the service checks (ids, scales, limits, algorithm names):
-//     bad input costs a round trip and comes back as ErrInvalid. In CheckAll's JSON body, bytes of an id that are not
-//     UTF-8 become U+FFFD; Check and Refund send ids byte for byte.
+//   - Beyond a Refund's hits, an empty CheckAll and ids that are not valid
+//     UTF-8 (which the service refuses, and which a JSON body could not
+//     carry), the client checks nothing the service checks (id lengths,
+//     scales, limits, algorithm names): bad input costs a round trip and
+//     comes back as ErrInvalid. Ids are sent byte for byte.
 //   - Retries honour Retry-After but do not coordinate between clients
 //     beyond the jitter of the backoff.
 package client
