@@ -316,7 +316,8 @@ func checkQuery(id string, scaleMs, limit, hits int64) string {
 }
 
 // metric returns the sum of the samples of the Prometheus series name (all
-// label sets) on /metrics; found is false when there is none.
+// label sets, or the one given, as in name{label="value"}) on /metrics;
+// found is false when there is none.
 func (d *daemon) metric(t *testing.T, name string) (value float64, found bool) {
 	t.Helper()
 	r := d.get(t, "/metrics")
@@ -333,7 +334,7 @@ func (d *daemon) metric(t *testing.T, name string) (value float64, found bool) {
 		if !ok {
 			continue
 		}
-		if n, _, _ := strings.Cut(series, "{"); n != name {
+		if n, _, _ := strings.Cut(series, "{"); n != name && series != name {
 			continue
 		}
 		valueText, _, _ := strings.Cut(rest, " ") // drop a timestamp

@@ -287,3 +287,86 @@ func TestE2EBadRulesFileRefusesStart(t *testing.T) {
 		t.Fatalf("bad rules file: exit %d, stderr:\n%s\nwant exit 1 naming rule login and field limit", code, stderr)
 	}
 }
+
+// TestE2ERulesFileTruncated: a rules file truncated in place (by a writer
+// that does not rename) and written only later never leaves the daemon
+// without rules: the empty file is a failed reload, logged and counted, the
+// checks by rule go on answering 200 and 413 (not 400), and the new content,
+// once written, is in force.
+func TestE2ERulesFileTruncated(t *testing.T) {
+	t.Parallel()
+	d, rulesFile, _ := startRulesDaemon(t)
+	for i := range 3 {
+		if r := d.checkRule(t, "login", "bob"); r.status != http.StatusOK {
+			t.Fatalf("login %d: got %v, want 200", i+1, r)
+		}
+	}
+	assertDenied(t, d.checkRule(t, "login", "bob"), http.StatusRequestEntityTooLarge, 3)
+
+	if err := os.Truncate(rulesFile, 0); err != nil {
+		t.Fatal(err)
+	}
+	line, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool {
+		return rec["msg"] == "rules reload failed; keeping the last good rules" && rec["trigger"] == "file"
+	})
+	if err != nil {
+		t.Fatalf("no failed reload logged after truncating the rules file: %v\n%s", err, d.logs)
+	}
+	if !strings.Contains(line["err"], `"rules: []"`) {
+		t.Errorf("failed reload logged with err %q, want it to say how to write an empty rule set (\"rules: []\")", line["err"])
+	}
+	if v, _ := d.metric(t, `ratelimitd_rules_reloads_total{result="error"}`); v != 1 {
+		t.Errorf(`ratelimitd_rules_reloads_total{result="error"}: got %v, want 1`, v)
+	}
+	if v, _ := d.metric(t, "ratelimitd_rules"); v != 2 {
+		t.Errorf("ratelimitd_rules after the truncation: got %v, want 2 (the last good rules)", v)
+	}
+	// The rules are still in force: bob is still denied, alice allowed.
+	assertDenied(t, d.checkRule(t, "login", "bob"), http.StatusRequestEntityTooLarge, 3)
+	if r := d.checkRule(t, "login", "alice"); r.status != http.StatusOK {
+		t.Fatalf("check by rule after the truncation: got %v, want 200", r)
+	}
+
+	// The writer writes the new content into the same file, in place.
+	f, err := os.OpenFile(rulesFile, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(rulesV1 + "  - name: signup\n    scale: 1h\n    limit: 1\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "rules reloaded" && rec["rules"] == "3" }); err != nil {
+		t.Fatalf("no reload of the new content logged: %v\n%s", err, d.logs)
+	}
+	if r := d.checkRule(t, "signup", "carol"); r.status != http.StatusOK {
+		t.Fatalf("first check by the new rule: got %v, want 200", r)
+	}
+	assertDenied(t, d.checkRule(t, "signup", "carol"), http.StatusRequestEntityTooLarge, 1)
+	assertDenied(t, d.checkRule(t, "login", "bob"), http.StatusRequestEntityTooLarge, 3)
+}
+
+// TestE2EEmptyRulesFile: at start, a rules file with no rule refuses the
+// start unless it says "rules: []", which starts with no rule.
+func TestE2EEmptyRulesFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.yaml")
+	writeFile(t, empty, "")
+	code, _, stderr := runDaemonOnce(t, "--listen", "127.0.0.1:0", "--rules", empty)
+	if code != exitFailure || !strings.Contains(stderr, empty) || !strings.Contains(stderr, `rules: []`) || strings.Contains(stderr, "msg=listening") {
+		t.Fatalf("empty rules file: exit %d, stderr:\n%s\nwant exit 1 naming the file and \"rules: []\"", code, stderr)
+	}
+
+	explicit := filepath.Join(dir, "none.yaml")
+	writeFile(t, explicit, "rules: []\n")
+	d := startDaemon(t, "--rules", explicit)
+	if v, found := d.metric(t, "ratelimitd_rules"); !found || v != 0 {
+		t.Errorf("ratelimitd_rules with rules: []: got %v (found %v), want 0", v, found)
+	}
+	if r := d.checkRule(t, "login", "bob"); r.status != http.StatusBadRequest {
+		t.Errorf("check by an unknown rule: got %v, want 400", r)
+	}
+}
