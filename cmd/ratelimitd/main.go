@@ -139,8 +139,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"proxy_upstream", cfg.proxy.upstream,
 	)
 
+	// The token and the rules first: a refused file stops the start before
+	// any recovery.
+	var adminToken string
+	if cfg.adminTokenFile != "" {
+		if adminToken, err = readToken(cfg.adminTokenFile); err != nil {
+			log.Error("cannot read the admin token", "err", err)
+			return exitFailure
+		}
+	}
 	metrics := api.NewMetrics()
-	// The rules first: a bad file refuses the start before any recovery.
 	rs, err := startRules(&cfg, log, metrics)
 	if err != nil {
 		log.Error("cannot load the rules", "err", err)
@@ -195,7 +203,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		stopActors(log, sys, cfg.shutdownTimeout)
 		return exitFailure
 	}
-	admin, err := startAdmin(&cfg, log, sys, rs, metrics)
+	admin, err := startAdmin(&cfg, adminToken, log, sys, rs, metrics)
 	if err != nil {
 		log.Error("cannot start the admin API", "err", err)
 		stopActors(log, sys, cfg.shutdownTimeout)
@@ -424,7 +432,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.adminListen = s
 		return nil
 	})
-	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token; without it the admin API is off")
+	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token, at least 16 bytes, in a file no group or other user may access (mode 0600 or 0400); without it the admin API is off")
 	upstream := func(s string) error {
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
