@@ -160,6 +160,15 @@ func (d *daemon) kill() {
 // SIGTERM and asserts a clean exit.
 func startDaemon(t *testing.T, flags ...string) *daemon {
 	t.Helper()
+	return startDaemonVia(t, nil, flags...)
+}
+
+// startDaemonVia is startDaemon through the command prefix, which is given
+// the daemon's path and arguments after its own, and must exec the daemon
+// (as sh -c 'ulimit …; exec "$0" "$@"' does), so that the child is the
+// daemon itself.
+func startDaemonVia(t *testing.T, prefix []string, flags ...string) *daemon {
+	t.Helper()
 	bin := needDaemon(t)
 	d := &daemon{
 		t:      t,
@@ -174,7 +183,11 @@ func startDaemon(t *testing.T, flags ...string) *daemon {
 	if !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(strings.TrimLeft(f, "-"), "data-dir") }) {
 		flags = append(flags, "--data-dir", t.TempDir())
 	}
-	d.cmd = exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, flags...)...)
+	args := append([]string{bin, "--listen", "127.0.0.1:0"}, flags...)
+	if len(prefix) > 0 {
+		args = append(slices.Clone(prefix), args...)
+	}
+	d.cmd = exec.Command(args[0], args[1:]...)
 	d.cmd.Env = daemonEnv()
 	d.cmd.Dir = t.TempDir() // so that no relative path lands in the repository
 	d.cmd.Stdout = d.stdout
@@ -872,10 +885,18 @@ func TestE2EGracefulShutdownDrains(t *testing.T) {
 // returns its exit code, stdout and stderr.
 func runDaemonOnce(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runDaemonOnceVia(t, nil, args...)
+}
+
+// runDaemonOnceVia is runDaemonOnce through a command prefix, as
+// startDaemonVia.
+func runDaemonOnceVia(t *testing.T, prefix []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	bin := needDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	args = append(append(slices.Clone(prefix), bin), args...)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = daemonEnv()
 	cmd.Dir = t.TempDir() // the default ./data lands there
 	var out, errb bytes.Buffer

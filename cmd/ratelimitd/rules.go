@@ -135,10 +135,10 @@ type adminServer struct {
 	served chan error
 }
 
-// startAdmin serves the admin API on --admin-listen with the bearer token
-// tok (read by readToken) when --admin-token-file is set; without it it
-// serves nothing (and says so).
-func startAdmin(cfg *config, tok string, log *slog.Logger, sys *actors.System, rs *ruleSet, metrics *api.Metrics) (*adminServer, error) {
+// startAdmin serves the admin API on --admin-listen, at most maxConns
+// connections at once, with the bearer token tok (read by readToken) when
+// --admin-token-file is set; without it it serves nothing (and says so).
+func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, metrics *api.Metrics) (*adminServer, error) {
 	if cfg.adminTokenFile == "" {
 		log.Info("admin API off: no --admin-token-file")
 		return nil, nil
@@ -165,8 +165,9 @@ func startAdmin(cfg *config, tok string, log *slog.Logger, sys *actors.System, r
 		return nil, fmt.Errorf("admin listener %s: %w", cfg.adminListen, err)
 	}
 	a := &adminServer{srv: newServer(h, alog), served: make(chan error, 1)}
-	alog.Info("admin listening", "addr", ln.Addr().String())
-	go func() { a.served <- a.srv.Serve(ln) }()
+	capped := limitConns(ln, a.srv, maxConns, "admin", alog, metrics)
+	alog.Info("admin listening", "addr", ln.Addr().String(), "max_conns", maxConns)
+	go func() { a.served <- a.srv.Serve(capped) }()
 	return a, nil
 }
 
