@@ -435,7 +435,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.journalRepair, "journal-repair", false, "start even if a journal is damaged in its middle, cutting it at the damage (the rest is kept as *.broken)")
 	bytesFlag(fs, &cfg.segmentSize, "journal-segment-size", "`size` of each journal segment file, e.g. 8MiB (a multiple of 64KiB)")
 	bytesFlag(fs, &cfg.snapshotThreshold, "snapshot-threshold", "journal `size` of a shard past which it writes a snapshot and drops the segments it covers, e.g. 32MiB")
-	fs.Func("max-buckets", "`number` of buckets held at most, all shards together: memory stays bounded however many ids arrive (default "+strconv.Itoa(actors.DefaultMaxBuckets)+", about 1 GiB)", func(s string) error {
+	fs.Func("max-buckets", "`number` of buckets held at most, all shards together: memory stays bounded however many ids arrive (default "+strconv.Itoa(actors.DefaultMaxBuckets)+", about 1.9 GB resident when full)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return errors.New("must be a positive integer")
