@@ -45,6 +45,7 @@ var (
 //	ratelimitd_evicted_buckets_total           (after Observe; live buckets evicted from a full table)
 //	ratelimitd_rules_reloads_total{result="changed|unchanged|error"}
 //	ratelimitd_rules_version, ratelimitd_rules (gauges, after ObserveRules)
+//	ratelimitd_connections*{listener}          (after ObserveConns)
 type Metrics struct {
 	reg *prometheus.Registry
 

@@ -18,8 +18,9 @@
 //	      host: example.com      # optional; a host name or IP address; a port is ignored
 //
 // scale must be a whole number of milliseconds within [table.MinScale,
-// table.MaxScale]; a string of digits is milliseconds too. An empty file, or
-// rules null or [], is an empty rule set. Keys other than these, anywhere, and
+// table.MaxScale]; a string of digits is milliseconds too. To Parse, an
+// empty file, or rules null or [], is an empty rule set; LoadFile and a
+// Watcher accept a file without rules only when it says "rules: []". Keys other than these, anywhere, and
 // a key given twice, are errors, as are YAML merge keys ("<<"); anchors and
 // aliases are followed. A file holds one YAML document.
 //
@@ -77,8 +78,9 @@
 //   - The cache is bounded: at most 8192 entries with keys of at most 512
 //     bytes (about 5 MB at worst, per Store), however many distinct requests
 //     arrive. Longer requests are matched without it.
-//   - A Watcher never replaces good rules with a bad file, and reports every
-//     reload attempt.
+//   - A Watcher never replaces good rules with a bad file, nor with a file
+//     holding no rule unless it says "rules: []", and reports every reload
+//     attempt.
 //
 // # Non-guarantees
 //
@@ -92,10 +94,12 @@
 //   - A Watcher sees changes only through events on the file's directory; a
 //     file on a network file system may not produce them. Reload still works.
 //   - A Watcher reads the file once its events have settled for
-//     DefaultDebounce, but cannot tell a half-written file from a finished
-//     one: a writer slower than that can have a truncated file applied (an
-//     empty file is a valid, empty rule set). Write a temporary file in the
-//     same directory and rename it over the rules file.
+//     DefaultDebounce, and again until two reads 100 ms apart agree, but
+//     cannot tell a half-written file from a finished one if the writer
+//     pauses longer than that: a valid prefix of the new file can be applied
+//     until the rest arrives. (A file with no rule is never applied unless it
+//     says "rules: []".) Write a temporary file in the same directory and
+//     rename it over the rules file.
 //   - Two processes see a change at different times; rule changes are not
 //     coordinated across a cluster.
 package rules

@@ -20,6 +20,10 @@ var (
 	// ErrClosed is returned (wrapped, in ReloadResult.Err) by Watcher.Reload
 	// after Watcher.Close.
 	ErrClosed = errors.New("rules watcher closed")
+
+	// ErrUnsettled is returned (wrapped, in ReloadResult.Err) by a Watcher
+	// reload when the file was still changing after every read it makes.
+	ErrUnsettled = errors.New("rules file still changing")
 )
 
 // Error is a validation error: it names the rule and the field at fault and

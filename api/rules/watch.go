@@ -1,7 +1,9 @@
 package rules
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -28,6 +30,14 @@ const (
 // event of a burst before it reloads, so that one save is one reload.
 const DefaultDebounce = 100 * time.Millisecond
 
+// A reload reads the file again settleDelay after each read, until two
+// reads agree, at most maxSettleReads times: a writer that does not rename
+// (truncate, then write) is then seen finished, not half way.
+const (
+	settleDelay    = 100 * time.Millisecond
+	maxSettleReads = 10
+)
+
 // ReloadResult reports one attempt to reload a Watcher's file.
 type ReloadResult struct {
 	// Version is the Store's version after the attempt: the new version when
@@ -40,10 +50,11 @@ type ReloadResult struct {
 	// already in force.
 	Changed bool
 	// Err says why the file was not applied: it could not be read (wrapping
-	// the *fs.PathError), it is invalid (wrapping an *Error, matching
-	// ErrInvalid, with the path in the message) or the Watcher is closed
-	// (ErrClosed). The Store then keeps its rule set. Nil when the file is in
-	// force, whether or not it changed anything.
+	// the *fs.PathError), it kept changing (ErrUnsettled), it is invalid
+	// (wrapping an *Error, matching ErrInvalid, with the path in the
+	// message; a file with no rule that does not say "rules: []" is one) or
+	// the Watcher is closed (ErrClosed). The Store then keeps its rule set.
+	// Nil when the file is in force, whether or not it changed anything.
 	Err error
 	// Trigger is what caused the attempt: TriggerStart, TriggerFile, or the
 	// string given to Reload, such as TriggerSignal.
@@ -59,13 +70,19 @@ type ReloadResult struct {
 // through). Events for other names in the directory are ignored. A burst of
 // events is debounced: the reload happens DefaultDebounce after the last.
 //
-// A reload reads the file and, when it parses, replaces the Store's rules with
-// the file's (Store.Replace). It changes nothing, and keeps the version, when
-// the bytes are those it applied last and the Store has not changed since, or
-// when the file's rules are the Store's rules. A file that cannot be read or
-// parsed keeps the last good rule set. Every attempt is logged and reported to
-// onResult. Rules put or deleted through the Store since the last reload are
-// overwritten by the next reload that applies the file.
+// A reload reads the file; unless the bytes are those it applied last (and
+// the Store has not changed since), it reads the file again 100 ms later,
+// and again, until two reads agree (at most 10 reads), so that a file being
+// written in place is seen once the writer has finished. Then, when the file
+// parses, it replaces the Store's rules with the file's (Store.Replace). It
+// changes nothing, and keeps the version, when the file's rules are the
+// Store's rules. A file that cannot be read, does not settle or does not
+// parse keeps the last good rule set, and so does a file with no rule unless
+// it says "rules: []" (an empty file is more likely one caught between
+// truncate and write than a wish to drop every rule). Every attempt is
+// logged and reported to onResult. Rules put or deleted through the Store
+// since the last reload are overwritten by the next reload that applies the
+// file.
 //
 // A Watcher is safe for concurrent use.
 type Watcher struct {
@@ -75,7 +92,10 @@ type Watcher struct {
 	onResult func(ReloadResult)
 	log      *slog.Logger
 	debounce time.Duration
-	fw       *fsnotify.Watcher
+	settle   time.Duration
+	// sleep waits d, or until stop is closed (then it reports false).
+	sleep func(stop <-chan struct{}, d time.Duration) bool
+	fw    *fsnotify.Watcher
 	// names holds the names in dir whose events trigger a reload; the event
 	// loop reads it without waiting for a reload in progress.
 	names atomic.Pointer[map[string]bool]
@@ -103,6 +123,30 @@ type Watcher struct {
 // or Reload's caller). It must not call Reload or Close. logger, if nil,
 // discards.
 func NewWatcher(path string, st *Store, onResult func(ReloadResult), logger *slog.Logger) (*Watcher, error) {
+	return newWatcher(path, st, onResult, logger, watchTiming{debounce: DefaultDebounce, settle: settleDelay, sleep: sleepOrStop})
+}
+
+// watchTiming is a Watcher's clock: the debounce of file events, the
+// settle delay between reads, and how it waits.
+type watchTiming struct {
+	debounce, settle time.Duration
+	sleep            func(stop <-chan struct{}, d time.Duration) bool
+}
+
+// sleepOrStop waits d, or until stop is closed; it reports whether d passed.
+func sleepOrStop(stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// newWatcher is NewWatcher with the clock given.
+func newWatcher(path string, st *Store, onResult func(ReloadResult), logger *slog.Logger, clock watchTiming) (*Watcher, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("rules: watch %s: %w", path, err)
@@ -120,7 +164,9 @@ func NewWatcher(path string, st *Store, onResult func(ReloadResult), logger *slo
 		st:       st,
 		onResult: onResult,
 		log:      logger.With("path", abs),
-		debounce: DefaultDebounce,
+		debounce: clock.debounce,
+		settle:   clock.settle,
+		sleep:    clock.sleep,
 		fw:       fw,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -176,8 +222,10 @@ func (w *Watcher) relevant(name string) bool {
 
 // Reload reloads the file now, reports the result to onResult and returns it.
 // trigger is reported as ReloadResult.Trigger; the daemon passes
-// TriggerSignal on SIGHUP. After Close it returns a result whose Err matches
-// ErrClosed, without reporting it.
+// TriggerSignal on SIGHUP. It waits for the file to settle (see Watcher), so
+// it may take a few hundred milliseconds. After Close, and when Close
+// interrupts it, it returns a result whose Err matches ErrClosed, without
+// reporting it.
 func (w *Watcher) Reload(trigger string) ReloadResult {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -186,6 +234,9 @@ func (w *Watcher) Reload(trigger string) ReloadResult {
 		return ReloadResult{Version: cur.Version(), Rules: cur.Len(), Err: fmt.Errorf("rules: reload %s: %w", w.path, ErrClosed), Trigger: trigger}
 	}
 	res := w.reload(trigger)
+	if errors.Is(res.Err, ErrClosed) {
+		return res
+	}
 	switch {
 	case res.Err != nil:
 		w.log.Error("rules: reload failed; keeping the current rules", "trigger", trigger, "version", res.Version, "rules", res.Rules, "err", res.Err)
@@ -215,7 +266,14 @@ func (w *Watcher) reload(trigger string) ReloadResult {
 	if w.applied && sum == w.sum && cur.Version() == w.version {
 		return res
 	}
-	rules, err := Parse(data)
+	if data, err = w.settled(data); err != nil {
+		res.Err = fmt.Errorf("rules: reload %s: %w", w.path, err)
+		return res
+	}
+	if sum = sha256.Sum256(data); w.applied && sum == w.sum && cur.Version() == w.version {
+		return res
+	}
+	rules, err := parseFile(data)
 	if err != nil {
 		res.Err = fmt.Errorf("rules: reload %s: %w", w.path, err)
 		return res
@@ -228,6 +286,26 @@ func (w *Watcher) reload(trigger string) ReloadResult {
 	w.applied, w.sum, w.version = true, sum, s.Version()
 	res.Version, res.Rules, res.Changed = s.Version(), s.Len(), changed
 	return res
+}
+
+// settled reads the file again, w.settle after each read, until a read
+// agrees with the one before, starting from data, the first read; it returns
+// the bytes two reads agreed on.
+func (w *Watcher) settled(data []byte) ([]byte, error) {
+	for range maxSettleReads - 1 {
+		if !w.sleep(w.stop, w.settle) {
+			return nil, ErrClosed
+		}
+		again, err := os.ReadFile(w.path)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(again, data) {
+			return data, nil
+		}
+		data = again
+	}
+	return nil, fmt.Errorf("%w: %d reads %v apart all differed", ErrUnsettled, maxSettleReads, w.settle)
 }
 
 // linkNames returns the names in dir whose events may change the file at
@@ -254,14 +332,15 @@ func linkNames(path, dir string) map[string]bool {
 }
 
 // Close stops watching and waits for the event loop to return; a reload in
-// progress finishes first, and onResult is not called after Close returns.
+// progress finishes first (one waiting for the file to settle stops waiting
+// and applies nothing), and onResult is not called after Close returns.
 // It is idempotent and returns the error of closing the fsnotify watcher.
 func (w *Watcher) Close() error {
 	w.closeOnce.Do(func() {
+		close(w.stop) // first: it ends a reload's settle wait
 		w.mu.Lock()
 		w.closed = true
 		w.mu.Unlock()
-		close(w.stop)
 		<-w.done
 		w.closeErr = w.fw.Close()
 	})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -326,5 +327,256 @@ func TestWatcherClose(t *testing.T) {
 	}
 	if rs.count() != n {
 		t.Error("Reload after Close reported a result, want none")
+	}
+}
+
+// TestWatcherTruncatedFile: a file truncated in place and written after a
+// gap, as scripts and editors that do not rename do, never empties the
+// Store: the empty file is a failed reload that keeps the last good rules,
+// then the new content is applied; only "rules: []" removes every rule.
+func TestWatcherTruncatedFile(t *testing.T) {
+	t.Parallel()
+	path, st, _, rs := startWatcher(t)
+
+	n := rs.count()
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := rs.waitFor(t, n, "after truncating the file", func(r ReloadResult) bool { return r.Trigger == TriggerFile })
+	var e *Error
+	if !errors.Is(got.Err, ErrInvalid) || !errors.As(got.Err, &e) || e.Field != "rules" || got.Changed || got.Version != 1 || got.Rules != 1 {
+		t.Fatalf("reload of the truncated file: got %+v, want an ErrInvalid about rules, no change, version 1 with 1 rule", got)
+	}
+	if st.Current().Version() != 1 || limitOf(st, "a") != 1 {
+		t.Fatalf("after the truncated file: got version %d rules %+v, want v1 kept", st.Current().Version(), st.Current().Rules())
+	}
+
+	// The writer comes back and writes the new content into the same file.
+	n = rs.count()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(fileV2); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got = rs.waitFor(t, n, "applying v2", func(r ReloadResult) bool { return r.Changed })
+	if got.Err != nil || got.Version != 2 || got.Rules != 2 || limitOf(st, "a") != 2 || limitOf(st, "b") != 5 {
+		t.Fatalf("after writing v2: got %+v, rules %+v; want v2 at version 2", got, st.Current().Rules())
+	}
+	rs.mu.Lock()
+	for _, r := range rs.all {
+		if r.Rules == 0 {
+			t.Errorf("a reload left the Store empty in between: %+v (all: %+v)", r, rs.all)
+		}
+	}
+	rs.mu.Unlock()
+
+	// Said explicitly, an empty rule set is applied.
+	n = rs.count()
+	writeFile(t, path, "rules: []\n")
+	got = rs.waitFor(t, n, "applying rules: []", func(r ReloadResult) bool { return r.Changed })
+	if got.Err != nil || got.Version != 3 || got.Rules != 0 || st.Current().Len() != 0 {
+		t.Errorf("after rules: []: got %+v, want no rule at version 3", got)
+	}
+}
+
+// scriptedClock is a Watcher clock that never waits: at its i-th sleep it
+// writes writes[i] into the file in place (as a writer that does not rename
+// would, between two of the Watcher's reads), or leaves the file alone when
+// writes[i] is keep or i is past the script.
+type scriptedClock struct {
+	t      *testing.T
+	path   string
+	mu     sync.Mutex
+	writes []string
+	sleeps int
+	delays []time.Duration
+}
+
+const keep = "\x00keep"
+
+func (c *scriptedClock) sleep(stop <-chan struct{}, d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := c.sleeps
+	c.sleeps++
+	c.delays = append(c.delays, d)
+	if i < len(c.writes) && c.writes[i] != keep {
+		if err := os.WriteFile(c.path, []byte(c.writes[i]), 0o644); err != nil {
+			c.t.Error(err)
+		}
+	}
+	return true
+}
+
+// script sets what the next sleeps write and resets the count.
+func (c *scriptedClock) script(writes ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes, c.sleeps, c.delays = writes, 0, nil
+}
+
+func (c *scriptedClock) count() (int, []time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sleeps, c.delays
+}
+
+// startScriptedWatcher is startWatcher with a scriptedClock and a debounce so
+// long that only the test's Reload calls reload the file.
+func startScriptedWatcher(t *testing.T) (string, *Store, *Watcher, *results, *scriptedClock) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, fileV1)
+	st := mustStore(t, mustParse(t, fileV1)...)
+	clock := &scriptedClock{t: t, path: path}
+	rs := newResults()
+	w, err := newWatcher(path, st, rs.add, nil, watchTiming{debounce: 24 * time.Hour, settle: settleDelay, sleep: clock.sleep})
+	if err != nil {
+		t.Fatalf("newWatcher: %v", err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return path, st, w, rs, clock
+}
+
+func mustParse(t *testing.T, data string) []Rule {
+	t.Helper()
+	rules, err := Parse([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
+}
+
+// TestWatcherSettles: a reload reads the file until two reads, settleDelay
+// apart, agree, so a file written in place is applied once finished, and a
+// half-written or empty one in between is never applied nor reported.
+func TestWatcherSettles(t *testing.T) {
+	t.Parallel()
+	halfV2 := fileV2[:strings.Index(fileV2, "  - {name: b")] // the first rule only: valid, but not the file
+	tornV2 := fileV2[:len(fileV2)-12]                        // cut inside the second rule: invalid
+	tests := []struct {
+		name       string
+		before     string   // the file when Reload is called
+		writes     []string // what each settle sleep writes
+		wantSleeps int
+		wantErr    error // nil: v2 applied at version 2
+		wantField  string
+	}{
+		{"truncated, then written during the first wait", "", []string{fileV2}, 2, nil, ""},
+		{"half written, then finished", halfV2, []string{fileV2}, 2, nil, ""},
+		{"torn, then finished", tornV2, []string{fileV2}, 2, nil, ""},
+		{"written in two steps", "", []string{halfV2, fileV2}, 3, nil, ""},
+		{"still empty after settling", "", nil, 1, ErrInvalid, "rules"},
+		{"still torn after settling", tornV2, nil, 1, ErrInvalid, ""},
+		{"never settles", "", []string{fileV2, fileV3, fileV2, fileV3, fileV2, fileV3, fileV2, fileV3, fileV2, fileV3}, maxSettleReads - 1, ErrUnsettled, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path, st, w, rs, clock := startScriptedWatcher(t)
+			if err := os.WriteFile(path, []byte(tt.before), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			n := rs.count()
+			clock.script(tt.writes...)
+			got := w.Reload(TriggerSignal)
+			sleeps, delays := clock.count()
+			if sleeps != tt.wantSleeps {
+				t.Errorf("got %d settle waits, want %d", sleeps, tt.wantSleeps)
+			}
+			for _, d := range delays {
+				if d != settleDelay {
+					t.Errorf("got a settle wait of %v, want %v", d, settleDelay)
+				}
+			}
+			if rs.count() != n+1 {
+				t.Errorf("got %d results reported, want 1", rs.count()-n)
+			}
+			if tt.wantErr == nil {
+				if got.Err != nil || !got.Changed || got.Version != 2 || got.Rules != 2 || limitOf(st, "b") != 5 {
+					t.Errorf("got %+v, rules %+v; want v2 applied at version 2", got, st.Current().Rules())
+				}
+				return
+			}
+			if !errors.Is(got.Err, tt.wantErr) || got.Changed || got.Version != 1 || st.Current().Version() != 1 || limitOf(st, "a") != 1 {
+				t.Errorf("got %+v at version %d; want %v with v1 kept", got, st.Current().Version(), tt.wantErr)
+			}
+			var e *Error
+			if tt.wantField != "" && (!errors.As(got.Err, &e) || e.Field != tt.wantField) {
+				t.Errorf("got %v, want an *Error about %s", got.Err, tt.wantField)
+			}
+		})
+	}
+
+	// The bytes applied last are not read twice: no wait.
+	t.Run("unchanged", func(t *testing.T) {
+		t.Parallel()
+		_, _, w, _, clock := startScriptedWatcher(t)
+		clock.script()
+		if got := w.Reload(TriggerSignal); got.Err != nil || got.Changed || got.Version != 1 {
+			t.Errorf("got %+v, want no change at version 1", got)
+		}
+		if sleeps, _ := clock.count(); sleeps != 0 {
+			t.Errorf("got %d settle waits for the bytes applied last, want 0", sleeps)
+		}
+	})
+}
+
+// TestWatcherCloseDuringSettle: Close ends a reload's settle wait; the reload
+// applies nothing and reports nothing.
+func TestWatcherCloseDuringSettle(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, fileV1)
+	st := mustStore(t, mustParse(t, fileV1)...)
+	waiting := make(chan struct{}, 1)
+	block := false
+	var mu sync.Mutex
+	sleep := func(stop <-chan struct{}, d time.Duration) bool {
+		mu.Lock()
+		b := block
+		mu.Unlock()
+		if !b {
+			return true
+		}
+		waiting <- struct{}{}
+		<-stop
+		return false
+	}
+	rs := newResults()
+	w, err := newWatcher(path, st, rs.add, nil, watchTiming{debounce: 24 * time.Hour, settle: settleDelay, sleep: sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	block = true
+	mu.Unlock()
+	writeFile(t, path, fileV2)
+	n := rs.count()
+	reloaded := make(chan ReloadResult, 1)
+	go func() { reloaded <- w.Reload(TriggerSignal) }()
+	select {
+	case <-waiting:
+	case <-time.After(waitTimeout):
+		t.Fatal("Reload never waited for the file to settle")
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case got := <-reloaded:
+		if !errors.Is(got.Err, ErrClosed) || got.Changed || st.Current().Version() != 1 {
+			t.Errorf("Reload interrupted by Close = %+v at version %d, want ErrClosed and v1 kept", got, st.Current().Version())
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Reload did not return after Close")
+	}
+	if rs.count() != n {
+		t.Errorf("got %d results reported after Close, want none", rs.count()-n)
 	}
 }

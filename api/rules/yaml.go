@@ -48,18 +48,50 @@ func Parse(data []byte) ([]Rule, error) {
 	return rules, nil
 }
 
-// LoadFile reads the rules file at path and parses it with Parse. An error
-// names the path; a parse error wraps an *Error.
+// LoadFile reads the rules file at path and parses it with Parse, except
+// that a file holding no rule is refused unless it says so with
+// "rules: []": an empty, blank or comment-only file, or "rules:" with no
+// value, is an *Error about the field "rules". (Such a file is more likely
+// one caught between truncate and write than a wish to drop every rule;
+// Watcher applies the same rule to every reload.) An error names the path; a
+// parse error wraps an *Error.
 func LoadFile(path string) ([]Rule, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
-	rules, err := Parse(data)
+	rules, err := parseFile(data)
 	if err != nil {
 		return nil, fmt.Errorf("rules: %s: %w", path, err)
 	}
 	return rules, nil
+}
+
+// parseFile is Parse for a whole rules file (LoadFile and Watcher): a file
+// with no rule must say so with an explicit empty list, "rules: []".
+func parseFile(data []byte) ([]Rule, error) {
+	rules, err := Parse(data)
+	if err != nil || len(rules) > 0 {
+		return rules, err
+	}
+	doc, err := decodeDocument(data)
+	if err != nil { // Parse decoded the same bytes
+		return nil, err
+	}
+	line := 0
+	if doc != nil && len(doc.Content) > 0 {
+		if top := resolve(doc.Content[0]); top.Kind == yaml.MappingNode {
+			for k := 0; k+1 < len(top.Content); k += 2 {
+				if key := resolve(top.Content[k]); key.Value == "rules" {
+					if v := resolve(top.Content[k+1]); v.Kind == yaml.SequenceNode {
+						return rules, nil // "rules: []"
+					}
+					line = key.Line
+				}
+			}
+		}
+	}
+	return nil, &Error{Index: -1, Field: "rules", Rule: `the file holds no rule; a file meant to remove every rule says "rules: []"`, Line: line}
 }
 
 // Marshal encodes rules, in the given order, as a rules file that Parse

@@ -303,3 +303,48 @@ func TestDecodeStrict(t *testing.T) {
 		checkError(t, err, Error{Index: -1, Line: tt.line})
 	}
 }
+
+// TestLoadFileNoRules: a rules file that holds no rule is refused unless it
+// says so with "rules: []": an empty, blank or comment-only file is more
+// likely a file caught between truncate and write than a wish to drop every
+// rule.
+func TestLoadFileNoRules(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		name, data string
+		line       int // of the error; 0: none
+	}{
+		{"empty", "", 0},
+		{"blank", " \n  \n\n", 0},
+		{"comment only", "# no rules yet\n", 0},
+		{"empty document", "---\n", 0},
+		{"null list", "rules:\n", 1},
+		{"explicit null", "\nrules: null\n", 2},
+	}
+	for _, tt := range tests {
+		path := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-")+".yaml")
+		if err := os.WriteFile(path, []byte(tt.data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rules, err := LoadFile(path)
+		if rules != nil {
+			t.Errorf("%s: got rules %+v, want none", tt.name, rules)
+		}
+		checkError(t, err, Error{Index: -1, Field: "rules", Line: tt.line})
+		if err != nil && (!strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `"rules: []"`)) {
+			t.Errorf("%s: got %v, want the path and the way to say no rules (\"rules: []\")", tt.name, err)
+		}
+	}
+
+	for _, data := range []string{"rules: []\n", "# every rule is gone\nrules: []\n"} {
+		path := filepath.Join(dir, "explicit.yaml")
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rules, err := LoadFile(path)
+		if err != nil || rules == nil || len(rules) != 0 {
+			t.Errorf("LoadFile(%q) = %+v, %v; want an empty rule set and no error", data, rules, err)
+		}
+	}
+}

@@ -160,6 +160,15 @@ func (d *daemon) kill() {
 // SIGTERM and asserts a clean exit.
 func startDaemon(t *testing.T, flags ...string) *daemon {
 	t.Helper()
+	return startDaemonVia(t, nil, flags...)
+}
+
+// startDaemonVia is startDaemon through the command prefix, which is given
+// the daemon's path and arguments after its own, and must exec the daemon
+// (as sh -c 'ulimit …; exec "$0" "$@"' does), so that the child is the
+// daemon itself.
+func startDaemonVia(t *testing.T, prefix []string, flags ...string) *daemon {
+	t.Helper()
 	bin := needDaemon(t)
 	d := &daemon{
 		t:      t,
@@ -174,7 +183,11 @@ func startDaemon(t *testing.T, flags ...string) *daemon {
 	if !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(strings.TrimLeft(f, "-"), "data-dir") }) {
 		flags = append(flags, "--data-dir", t.TempDir())
 	}
-	d.cmd = exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, flags...)...)
+	args := append([]string{bin, "--listen", "127.0.0.1:0"}, flags...)
+	if len(prefix) > 0 {
+		args = append(slices.Clone(prefix), args...)
+	}
+	d.cmd = exec.Command(args[0], args[1:]...)
 	d.cmd.Env = daemonEnv()
 	d.cmd.Dir = t.TempDir() // so that no relative path lands in the repository
 	d.cmd.Stdout = d.stdout
@@ -316,7 +329,8 @@ func checkQuery(id string, scaleMs, limit, hits int64) string {
 }
 
 // metric returns the sum of the samples of the Prometheus series name (all
-// label sets) on /metrics; found is false when there is none.
+// label sets, or the one given, as in name{label="value"}) on /metrics;
+// found is false when there is none.
 func (d *daemon) metric(t *testing.T, name string) (value float64, found bool) {
 	t.Helper()
 	r := d.get(t, "/metrics")
@@ -333,7 +347,7 @@ func (d *daemon) metric(t *testing.T, name string) (value float64, found bool) {
 		if !ok {
 			continue
 		}
-		if n, _, _ := strings.Cut(series, "{"); n != name {
+		if n, _, _ := strings.Cut(series, "{"); n != name && series != name {
 			continue
 		}
 		valueText, _, _ := strings.Cut(rest, " ") // drop a timestamp
@@ -871,10 +885,18 @@ func TestE2EGracefulShutdownDrains(t *testing.T) {
 // returns its exit code, stdout and stderr.
 func runDaemonOnce(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runDaemonOnceVia(t, nil, args...)
+}
+
+// runDaemonOnceVia is runDaemonOnce through a command prefix, as
+// startDaemonVia.
+func runDaemonOnceVia(t *testing.T, prefix []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	bin := needDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	args = append(append(slices.Clone(prefix), bin), args...)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = daemonEnv()
 	cmd.Dir = t.TempDir() // the default ./data lands there
 	var out, errb bytes.Buffer
@@ -967,5 +989,73 @@ func TestE2EVersion(t *testing.T) {
 	code, stdout, stderr := runDaemonOnce(t, "--version")
 	if code != 0 || !strings.HasPrefix(stdout, "ratelimitd ") || stderr != "" {
 		t.Errorf("--version: got exit %d, stdout %q, stderr %q; want 0, \"ratelimitd …\", nothing", code, stdout, stderr)
+	}
+}
+
+// TestE2EProtocolErrors: requests that break HTTP itself, sent raw over TCP,
+// get exactly the statuses README documents for Go's HTTP server (the only
+// 5xx among them are 501 and 505, which RFC 9112 prescribes), each closing
+// the connection; the daemon goes on answering.
+func TestE2EProtocolErrors(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t)
+	addr := strings.TrimPrefix(d.base, "http://")
+	tests := []struct {
+		name   string
+		raw    string
+		status int
+		readme string // what README says of it
+	}{
+		{"HTTP/9.9", "GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n", 505, "**505** for an HTTP major version other than 1"},
+		{"HTTP/2.0 as text", "GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 505, "(`HTTP/2.0` sent as HTTP/1 text, `HTTP/9.9`)"},
+		{"Transfer-Encoding gzip", "POST /check_rate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "**501** for a `Transfer-Encoding` other than\n  `chunked`"},
+		{"Transfer-Encoding gzip, chunked", "POST /check_rate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501, "**501** for a `Transfer-Encoding` other than\n  `chunked`"},
+		{"malformed request line", "HELLO\r\n\r\n", 400, "**400** for a\n  malformed request line"},
+		{"malformed header", "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n", 400, "header, `Host` or `Content-Length`"},
+		{"no Host", "GET /healthz HTTP/1.1\r\n\r\n", 400, "header, `Host` or `Content-Length`"},
+		{"malformed Content-Length", "POST /check_rate HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400, "header, `Host` or `Content-Length`"},
+		{"unknown Expect", "POST /check_rate HTTP/1.1\r\nHost: x\r\nExpect: coffee\r\nContent-Length: 2\r\n\r\n{}", 417, "**417** for an `Expect` other than\n  `100-continue`"},
+		{"headers over 64 KiB", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n", 431, "**431** for headers over 64 KiB"},
+	}
+	for _, tt := range tests {
+		if !bytes.Contains(readme, []byte(tt.readme)) {
+			t.Errorf("%s: README does not say %q", tt.name, tt.readme)
+		}
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, tt.raw); err != nil {
+			t.Errorf("%s: writing: %v", tt.name, err)
+			conn.Close()
+			continue
+		}
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("%s: reading the answer: %v", tt.name, err)
+			conn.Close()
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s: got status %d, want %d", tt.name, resp.StatusCode, tt.status)
+		}
+		if !resp.Close {
+			t.Errorf("%s: the answer does not close the connection", tt.name)
+		}
+		if n, err := br.Read(make([]byte, 1)); err == nil || n != 0 {
+			t.Errorf("%s: the connection is still open after the answer (read %d bytes, %v)", tt.name, n, err)
+		}
+		conn.Close()
+	}
+	if r := d.get(t, "/healthz"); r.status != http.StatusOK {
+		t.Errorf("GET /healthz after the protocol errors: got %v, want 200", r)
 	}
 }

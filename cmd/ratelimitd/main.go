@@ -16,6 +16,7 @@
 //	--log-format FORMAT       text or json (default text)
 //	--log-level LEVEL         debug, info, warn or error (default info)
 //	--shutdown-timeout DUR    how long to drain HTTP requests, and then the actors, on shutdown (default 10s)
+//	--max-conns N             connections each HTTP listener holds open at most (default: sized to the descriptor limit)
 //	--version                 print the version and exit
 //
 // Logs are structured (log/slog) and go to standard error. Once the listener
@@ -100,6 +101,8 @@ type config struct {
 	maxBuckets  int
 	evictOldest bool
 
+	maxConns int // per HTTP listener; 0: sized to the descriptor limit
+
 	rulesFile      string
 	adminListen    string
 	adminTokenFile string
@@ -139,8 +142,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"proxy_upstream", cfg.proxy.upstream,
 	)
 
+	// Before any journal or listener opens: the soft descriptor limit up to
+	// the hard one, which sizes the connection caps.
+	nofile, nofileHard, err := raiseNoFile()
+	if err != nil {
+		log.Warn("cannot raise the descriptor limit", "err", err)
+	}
+	log.Info("descriptor limit", "soft", nofile, "hard", nofileHard)
+
+	// The token and the rules first: a refused file stops the start before
+	// any recovery.
+	var adminToken string
+	if cfg.adminTokenFile != "" {
+		if adminToken, err = readToken(cfg.adminTokenFile); err != nil {
+			log.Error("cannot read the admin token", "err", err)
+			return exitFailure
+		}
+	}
 	metrics := api.NewMetrics()
-	// The rules first: a bad file refuses the start before any recovery.
 	rs, err := startRules(&cfg, log, metrics)
 	if err != nil {
 		log.Error("cannot load the rules", "err", err)
@@ -177,6 +196,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// From here on every return path stops sys.
 	metrics.Observe(sys)
 
+	budget, err := connCaps(&cfg, sys.Stats().Shards, nofile)
+	if err != nil {
+		log.Error("cannot size the connection caps", "err", err)
+		stopActors(log, sys, cfg.shutdownTimeout)
+		return exitFailure
+	}
+	log.Info("connection caps", "max_conns", budget.maxConns, "listeners", len(listenerCosts(&cfg)),
+		"descriptor_limit", budget.nofile, "reserve", budget.reserve, "shards", budget.shards, "per_shard", budget.perShard,
+		"from_flag", cfg.maxConns > 0)
+	if need := uint64(budget.reserve) + uint64(budget.maxConns)*uint64(budget.perConnAll); cfg.maxConns > 0 && need > nofile {
+		log.Warn("--max-conns allows more connections than the descriptor limit leaves free: a flood may starve the journal",
+			"max_conns", budget.maxConns, "descriptors_needed", need, "descriptor_limit", nofile)
+	}
+
 	var handler http.Handler
 	if cfg.proxy.upstream != "" {
 		// Proxy mode: the public listener proxies everything; metrics are
@@ -195,7 +228,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		stopActors(log, sys, cfg.shutdownTimeout)
 		return exitFailure
 	}
-	admin, err := startAdmin(&cfg, log, sys, rs, metrics)
+	admin, err := startAdmin(&cfg, adminToken, budget.maxConns, log, sys, rs, metrics)
 	if err != nil {
 		log.Error("cannot start the admin API", "err", err)
 		stopActors(log, sys, cfg.shutdownTimeout)
@@ -213,10 +246,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		handler = api.AccessLog(log.With("component", "http"), handler)
 	}
 	srv := newServer(handler, log.With("component", "http"))
-	log.Info("listening", "addr", ln.Addr().String())
+	name := "public"
+	if cfg.proxy.upstream != "" {
+		name = "proxy"
+	}
+	capped := limitConns(ln, srv, budget.maxConns, name, log.With("component", "http"), metrics)
+	log.Info("listening", "addr", ln.Addr().String(), "max_conns", budget.maxConns)
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(capped) }()
 
 	code := exitOK
 	var serveErr error
@@ -397,12 +435,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.journalRepair, "journal-repair", false, "start even if a journal is damaged in its middle, cutting it at the damage (the rest is kept as *.broken)")
 	bytesFlag(fs, &cfg.segmentSize, "journal-segment-size", "`size` of each journal segment file, e.g. 8MiB (a multiple of 64KiB)")
 	bytesFlag(fs, &cfg.snapshotThreshold, "snapshot-threshold", "journal `size` of a shard past which it writes a snapshot and drops the segments it covers, e.g. 32MiB")
-	fs.Func("max-buckets", "`number` of buckets held at most, all shards together: memory stays bounded however many ids arrive (default "+strconv.Itoa(actors.DefaultMaxBuckets)+", about 1 GiB)", func(s string) error {
+	fs.Func("max-buckets", "`number` of buckets held at most, all shards together: memory stays bounded however many ids arrive (default "+strconv.Itoa(actors.DefaultMaxBuckets)+", about 1.9 GB resident when full)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return errors.New("must be a positive integer")
 		}
 		cfg.maxBuckets = n
+		return nil
+	})
+	fs.Func("max-conns", "`number` of connections each HTTP listener (public or proxy, and admin) holds open at most: at the cap the longest-idle keep-alive connection is closed to make room, else new connections wait in the listen backlog (default: the descriptor limit less the journal's reserve, shared by the listeners that are on; see README)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return errors.New("must be a positive integer")
+		}
+		cfg.maxConns = n
 		return nil
 	})
 	fs.Func("on-full", "what a full table does with a new id, once expired buckets are gone: deny-new (503 with Retry-After) or evict-oldest (the bucket closest to expiring goes) (default deny-new)", func(s string) error {
@@ -424,7 +470,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.adminListen = s
 		return nil
 	})
-	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token; without it the admin API is off")
+	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token, at least 16 bytes, in a file no group or other user may access (mode 0600 or 0400); without it the admin API is off")
 	upstream := func(s string) error {
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -91,16 +92,39 @@ func (rs *ruleSet) close() {
 	}
 }
 
+// minTokenBytes is the shortest admin token accepted: 16 random bytes are
+// beyond guessing, a short word is not.
+const minTokenBytes = 16
+
+// maxTokenFileBytes bounds what is read of the token file.
+const maxTokenFileBytes = 64 << 10
+
 // readToken reads the admin bearer token: the file's content without
-// surrounding white space, which must not be empty.
+// surrounding white space. Like ssh with a private key, it refuses a file
+// that group or others may access (any of the mode bits 077) and a token
+// shorter than minTokenBytes, naming the file and the rule.
 func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("admin token: %w", err)
 	}
+	defer f.Close()
+	// The mode of the file opened, not of the path, so a swap in between
+	// cannot slip past the check.
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("admin token: %s is accessible by group or others (mode %04o); a secret must be readable by its owner only: chmod 600 %s", path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes))
+	if err != nil {
+		return "", fmt.Errorf("admin token: %s: %w", path, err)
+	}
 	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("admin token: %s is empty", path)
+	if len(tok) < minTokenBytes {
+		return "", fmt.Errorf("admin token: %s holds a token of %d bytes; it must be at least %d bytes (for example 32 random bytes in hex: openssl rand -hex 32)", path, len(tok), minTokenBytes)
 	}
 	return tok, nil
 }
@@ -111,16 +135,13 @@ type adminServer struct {
 	served chan error
 }
 
-// startAdmin serves the admin API on --admin-listen when an admin token is
-// configured; without one it serves nothing (and says so).
-func startAdmin(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, metrics *api.Metrics) (*adminServer, error) {
+// startAdmin serves the admin API on --admin-listen, at most maxConns
+// connections at once, with the bearer token tok (read by readToken) when
+// --admin-token-file is set; without it it serves nothing (and says so).
+func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, metrics *api.Metrics) (*adminServer, error) {
 	if cfg.adminTokenFile == "" {
 		log.Info("admin API off: no --admin-token-file")
 		return nil, nil
-	}
-	tok, err := readToken(cfg.adminTokenFile)
-	if err != nil {
-		return nil, err
 	}
 	alog := log.With("component", "admin")
 	opts := api.AdminOptions{
@@ -144,8 +165,9 @@ func startAdmin(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, 
 		return nil, fmt.Errorf("admin listener %s: %w", cfg.adminListen, err)
 	}
 	a := &adminServer{srv: newServer(h, alog), served: make(chan error, 1)}
-	alog.Info("admin listening", "addr", ln.Addr().String())
-	go func() { a.served <- a.srv.Serve(ln) }()
+	capped := limitConns(ln, a.srv, maxConns, "admin", alog, metrics)
+	alog.Info("admin listening", "addr", ln.Addr().String(), "max_conns", maxConns)
+	go func() { a.served <- a.srv.Serve(capped) }()
 	return a, nil
 }
 

@@ -132,6 +132,10 @@ const rulesV1 = `rules:
       prefix: /api
 `
 
+// adminToken is the admin token of startRulesDaemon: at least 16 bytes, as
+// the daemon requires.
+const adminToken = "s3cret-admin-token"
+
 // startRulesDaemon writes rulesV1 and an admin token, and starts the daemon
 // with both; it returns the daemon, the rules file and the admin base URL.
 func startRulesDaemon(t *testing.T, flags ...string) (d *daemon, rulesFile, admin string) {
@@ -140,7 +144,7 @@ func startRulesDaemon(t *testing.T, flags ...string) (d *daemon, rulesFile, admi
 	rulesFile = filepath.Join(dir, "rules.yaml")
 	writeFile(t, rulesFile, rulesV1)
 	tokenFile := filepath.Join(dir, "token")
-	writeFile(t, tokenFile, "s3cret\n")
+	writeFile(t, tokenFile, adminToken+"\n") // writeFile makes it 0600, as the daemon requires
 	d = startDaemon(t, append([]string{"--rules", rulesFile, "--admin-token-file", tokenFile, "--admin-listen", "127.0.0.1:0"}, flags...)...)
 	line, err := d.logs.waitLine(startTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "admin listening" })
 	if err != nil {
@@ -239,7 +243,7 @@ func TestE2ERules(t *testing.T) {
 			t.Fatalf("GET /rules with token %q: got %v, want 401 with WWW-Authenticate", tok, r)
 		}
 	}
-	if r := adminDo(t, "GET", admin+"/rules", "s3cret", ""); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"login"`)) {
+	if r := adminDo(t, "GET", admin+"/rules", adminToken, ""); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"login"`)) {
 		t.Fatalf("GET /rules: got %v, want 200 listing login", r)
 	}
 	// The public listener serves no admin endpoint.
@@ -249,7 +253,7 @@ func TestE2ERules(t *testing.T) {
 		}
 	}
 	// PUT a rule: the very next check uses it.
-	if r := adminDo(t, "PUT", admin+"/rules/burst", "s3cret", `{"algorithm":"fixed_window","scale":"1h","limit":1}`); r.status != http.StatusOK {
+	if r := adminDo(t, "PUT", admin+"/rules/burst", adminToken, `{"algorithm":"fixed_window","scale":"1h","limit":1}`); r.status != http.StatusOK {
 		t.Fatalf("PUT /rules/burst: got %v, want 200", r)
 	}
 	if r := d.checkRule(t, "burst", "carol"); r.status != http.StatusOK {
@@ -257,17 +261,17 @@ func TestE2ERules(t *testing.T) {
 	}
 	assertDenied(t, d.checkRule(t, "burst", "carol"), http.StatusRequestEntityTooLarge, 1)
 	// Inspect and reset.
-	if r := adminDo(t, "GET", admin+"/buckets?id=carol", "s3cret", ""); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"burst"`)) {
+	if r := adminDo(t, "GET", admin+"/buckets?id=carol", adminToken, ""); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"burst"`)) {
 		t.Fatalf("GET /buckets: got %v, want carol's bucket under rule burst", r)
 	}
-	if r := adminDo(t, "POST", admin+"/reset?id=carol&rule=burst", "s3cret", ""); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"deleted":1`)) {
+	if r := adminDo(t, "POST", admin+"/reset?id=carol&rule=burst", adminToken, ""); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"deleted":1`)) {
 		t.Fatalf("POST /reset: got %v, want 1 deleted", r)
 	}
 	if r := d.checkRule(t, "burst", "carol"); r.status != http.StatusOK {
 		t.Fatalf("after reset: got %v, want 200", r)
 	}
 	// DELETE it: the next check by it is refused as unknown.
-	if r := adminDo(t, "DELETE", admin+"/rules/burst", "s3cret", ""); r.status != http.StatusOK {
+	if r := adminDo(t, "DELETE", admin+"/rules/burst", adminToken, ""); r.status != http.StatusOK {
 		t.Fatalf("DELETE /rules/burst: got %v, want 200", r)
 	}
 	if r := d.checkRule(t, "burst", "carol"); r.status != http.StatusBadRequest {
@@ -285,5 +289,146 @@ func TestE2EBadRulesFileRefusesStart(t *testing.T) {
 	code, _, stderr := runDaemonOnce(t, "--listen", "127.0.0.1:0", "--rules", path)
 	if code != exitFailure || !strings.Contains(stderr, `login`) || !strings.Contains(stderr, "limit: must not be negative") || strings.Contains(stderr, "journal recovered") {
 		t.Fatalf("bad rules file: exit %d, stderr:\n%s\nwant exit 1 naming rule login and field limit", code, stderr)
+	}
+}
+
+// TestE2ERulesFileTruncated: a rules file truncated in place (by a writer
+// that does not rename) and written only later never leaves the daemon
+// without rules: the empty file is a failed reload, logged and counted, the
+// checks by rule go on answering 200 and 413 (not 400), and the new content,
+// once written, is in force.
+func TestE2ERulesFileTruncated(t *testing.T) {
+	t.Parallel()
+	d, rulesFile, _ := startRulesDaemon(t)
+	for i := range 3 {
+		if r := d.checkRule(t, "login", "bob"); r.status != http.StatusOK {
+			t.Fatalf("login %d: got %v, want 200", i+1, r)
+		}
+	}
+	assertDenied(t, d.checkRule(t, "login", "bob"), http.StatusRequestEntityTooLarge, 3)
+
+	if err := os.Truncate(rulesFile, 0); err != nil {
+		t.Fatal(err)
+	}
+	line, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool {
+		return rec["msg"] == "rules reload failed; keeping the last good rules" && rec["trigger"] == "file"
+	})
+	if err != nil {
+		t.Fatalf("no failed reload logged after truncating the rules file: %v\n%s", err, d.logs)
+	}
+	if !strings.Contains(line["err"], `"rules: []"`) {
+		t.Errorf("failed reload logged with err %q, want it to say how to write an empty rule set (\"rules: []\")", line["err"])
+	}
+	if v, _ := d.metric(t, `ratelimitd_rules_reloads_total{result="error"}`); v != 1 {
+		t.Errorf(`ratelimitd_rules_reloads_total{result="error"}: got %v, want 1`, v)
+	}
+	if v, _ := d.metric(t, "ratelimitd_rules"); v != 2 {
+		t.Errorf("ratelimitd_rules after the truncation: got %v, want 2 (the last good rules)", v)
+	}
+	// The rules are still in force: bob is still denied, alice allowed.
+	assertDenied(t, d.checkRule(t, "login", "bob"), http.StatusRequestEntityTooLarge, 3)
+	if r := d.checkRule(t, "login", "alice"); r.status != http.StatusOK {
+		t.Fatalf("check by rule after the truncation: got %v, want 200", r)
+	}
+
+	// The writer writes the new content into the same file, in place.
+	f, err := os.OpenFile(rulesFile, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(rulesV1 + "  - name: signup\n    scale: 1h\n    limit: 1\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "rules reloaded" && rec["rules"] == "3" }); err != nil {
+		t.Fatalf("no reload of the new content logged: %v\n%s", err, d.logs)
+	}
+	if r := d.checkRule(t, "signup", "carol"); r.status != http.StatusOK {
+		t.Fatalf("first check by the new rule: got %v, want 200", r)
+	}
+	assertDenied(t, d.checkRule(t, "signup", "carol"), http.StatusRequestEntityTooLarge, 1)
+	assertDenied(t, d.checkRule(t, "login", "bob"), http.StatusRequestEntityTooLarge, 3)
+}
+
+// TestE2EEmptyRulesFile: at start, a rules file with no rule refuses the
+// start unless it says "rules: []", which starts with no rule.
+func TestE2EEmptyRulesFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.yaml")
+	writeFile(t, empty, "")
+	code, _, stderr := runDaemonOnce(t, "--listen", "127.0.0.1:0", "--rules", empty)
+	if code != exitFailure || !strings.Contains(stderr, empty) || !strings.Contains(stderr, `rules: []`) || strings.Contains(stderr, "msg=listening") {
+		t.Fatalf("empty rules file: exit %d, stderr:\n%s\nwant exit 1 naming the file and \"rules: []\"", code, stderr)
+	}
+
+	explicit := filepath.Join(dir, "none.yaml")
+	writeFile(t, explicit, "rules: []\n")
+	d := startDaemon(t, "--rules", explicit)
+	if v, found := d.metric(t, "ratelimitd_rules"); !found || v != 0 {
+		t.Errorf("ratelimitd_rules with rules: []: got %v (found %v), want 0", v, found)
+	}
+	if r := d.checkRule(t, "login", "bob"); r.status != http.StatusBadRequest {
+		t.Errorf("check by an unknown rule: got %v, want 400", r)
+	}
+}
+
+// TestE2EAdminTokenFile: like ssh with a private key, the daemon refuses an
+// admin token file that group or others may access, or a token shorter than
+// 16 bytes (after the trailing newline is trimmed), naming the file and the
+// rule; a 0600 file with a long enough token starts the admin API.
+func TestE2EAdminTokenFile(t *testing.T) {
+	t.Parallel()
+	long := "0123456789abcdef" // 16 bytes
+	tests := []struct {
+		name    string
+		mode    os.FileMode
+		content string
+		want    []string // in stderr; nil: the daemon starts
+	}{
+		{"0644", 0o644, long + "\n", []string{"is accessible by group or others (mode 0644)", "chmod 600"}},
+		{"0640", 0o640, long + "\n", []string{"is accessible by group or others (mode 0640)"}},
+		{"0604", 0o604, long, []string{"is accessible by group or others (mode 0604)"}},
+		{"15 bytes", 0o600, long[:15], []string{"holds a token of 15 bytes", "at least 16"}},
+		{"15 bytes and a newline", 0o600, long[:15] + "\n", []string{"holds a token of 15 bytes", "at least 16"}},
+		{"16 bytes and a newline, 0600", 0o600, long + "\n", nil},
+		{"16 bytes, 0400", 0o400, long, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tt.mode); err != nil { // WriteFile's mode is masked by the umask
+				t.Fatal(err)
+			}
+			if tt.want == nil {
+				d := startDaemon(t, "--admin-token-file", path, "--admin-listen", "127.0.0.1:0")
+				line, err := d.logs.waitLine(startTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "admin listening" })
+				if err != nil {
+					t.Fatalf("no admin listening line: %v\n%s", err, d.logs)
+				}
+				if r := adminDo(t, "GET", "http://"+line["addr"]+"/rules", long, ""); r.status != http.StatusOK {
+					t.Fatalf("GET /rules with the token: got %v, want 200", r)
+				}
+				return
+			}
+			code, _, stderr := runDaemonOnce(t, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--admin-token-file", path, "--admin-listen", "127.0.0.1:0")
+			if code != exitFailure {
+				t.Errorf("exit code: got %d, want %d; stderr:\n%s", code, exitFailure, stderr)
+			}
+			for _, w := range append([]string{path}, tt.want...) {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr)
+				}
+			}
+			if strings.Contains(stderr, "listening") || strings.Contains(stderr, "journal recovered") {
+				t.Errorf("the daemon went on starting before refusing the token file:\n%s", stderr)
+			}
+		})
 	}
 }
