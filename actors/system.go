@@ -46,8 +46,8 @@ type SweepObserver = sweeper.Observer
 // MaxShards is the largest Config.Shards accepted.
 const MaxShards = 1 << 16
 
-// DefaultMaxBuckets bounds the buckets of a System by default: about 1 GiB
-// of buckets with ids of a few dozen bytes.
+// DefaultMaxBuckets bounds the buckets of a System by default: about 1.9 GB
+// resident when full, with ids of about a dozen bytes (README, Memory).
 const DefaultMaxBuckets = 8 << 20
 
 // tableConfig is the table.Config of one shard.
