@@ -73,6 +73,10 @@ const (
 	DefaultSnapshotThreshold = 32 << 20
 )
 
+// Every record of a batch fits in a journal segment of the smallest size
+// (this does not compile otherwise), so no batch can be refused as too large.
+const _ = uint(journal.MinSegmentSize - journal.SegmentOverhead - table.MaxRecordBytes)
+
 // meta is the data directory's description of itself, in DataDir/META.
 type meta struct {
 	Format int `json:"format"`

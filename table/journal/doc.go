@@ -83,7 +83,7 @@
 // first segment after a snapshot covering sequence number S starts at most
 // at S+1 (records up to S in it are skipped at replay).
 //
-// A segment file holds at most SegmentSize-56 payload bytes in one record:
+// A segment file holds at most SegmentSize-56 (SegmentOverhead) payload bytes in one record:
 // a larger payload is ErrTooLarge. A new segment is created (a roll) when
 // the next frame does not fit in the current one.
 //
