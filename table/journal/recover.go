@@ -310,8 +310,55 @@ func (r *recoverer) scanSegments() error {
 	}
 	if prev != nil {
 		r.tail, r.tornTail = prev, true
+		if prev.issue != "" {
+			return r.damagedTail(prev)
+		}
 	}
 	return nil
+}
+
+// damagedTail handles the last segment, t, whose scan stopped at damage: a
+// torn tail, unless a valid record follows the damage (then it is
+// mid-journal damage, and records acknowledged after it would be lost).
+func (r *recoverer) damagedTail(t *scanned) error {
+	off, seq, ok := validAfter(t.m, t.end, t.end, t.last+1, t.salt)
+	if !ok {
+		return nil
+	}
+	d := &CorruptError{Path: t.path, Offset: t.end,
+		Reason: fmt.Sprintf("%s (after sequence number %d), and a valid record (sequence number %d) follows at offset %d: the damage is not a torn tail",
+			t.issue, t.last, seq, off)}
+	if !r.c.repair {
+		return d
+	}
+	r.c.log.Warn("journal: repairing mid-journal damage: cutting the journal there",
+		"file", d.Path, "offset", d.Offset, "reason", d.Reason)
+	r.rec.Repaired, r.tornTail = true, false
+	return nil
+}
+
+// validAfter looks in b, at the frame offsets from `from` on, for a valid
+// frame (checksum with salt, padding, bounds) whose sequence number fits
+// there: at least next, the number due at offset base, and at most next
+// plus the frames that fit between base and it. It returns the first
+// one's offset and sequence number.
+func validAfter(b []byte, from, base int64, next uint64, salt uint32) (int64, uint64, bool) {
+	size := int64(len(b))
+	for off := align8(max(from, headerSize)); off+frameHeaderSize <= size; off += frameAlign {
+		n := int64(le.Uint32(b[off:]))
+		if n < frameHeaderSize || align8(n) > size-off {
+			continue
+		}
+		// Cheap before the checksum: the sequence number must fit.
+		seq := le.Uint64(b[off+8:])
+		if seq < next || seq-next > uint64(off-base)/frameHeaderSize {
+			continue
+		}
+		if _, st, _ := decodeFrame(b, off, salt); st == frameOK {
+			return off, seq, true
+		}
+	}
+	return 0, 0, false
 }
 
 // scan replays the records of s after the snapshot and finds where its
@@ -354,19 +401,30 @@ func (r *recoverer) scan(s *scanned) error {
 // because records are missing before it).
 func (r *recoverer) damaged(i int, s, prev *scanned, bad string, gap bool, expect uint64) error {
 	last := i == len(r.segs)-1
+	d := &CorruptError{Path: s.path, Reason: bad}
+	valid := false
 	if last && !gap && (prev == nil || prev.issue == "") {
 		// The last segment is unusable and nothing before it is in doubt:
-		// a torn (or empty) last segment.
-		r.c.log.Warn("journal: last segment unusable, moving it aside", "file", s.path, "reason", bad)
-		r.aside = append(r.aside, r.segs[i])
-		r.rec.TornTails++
-		if prev != nil {
-			r.tail = prev
+		// a torn (or empty) last segment, unless valid records follow its
+		// bad header (checked with the salt the header holds).
+		var off int64
+		var seq uint64
+		if s.m != nil && int64(len(s.m)) >= headerSize {
+			off, seq, valid = validAfter(s.m, headerSize, headerSize, r.segs[i].seq, saltCRC(le.Uint64(s.m[24:])))
 		}
-		return nil
+		if !valid {
+			r.c.log.Warn("journal: last segment unusable, moving it aside", "file", s.path, "reason", bad)
+			r.aside = append(r.aside, r.segs[i])
+			r.rec.TornTails++
+			if prev != nil {
+				r.tail = prev
+			}
+			return nil
+		}
+		d.Reason = fmt.Sprintf("%s, and a valid record (sequence number %d) follows at offset %d: the damage is not a torn tail", bad, seq, off)
 	}
-	d := &CorruptError{Path: s.path, Reason: bad}
 	switch {
+	case valid:
 	case prev != nil && prev.issue != "":
 		d = &CorruptError{Path: prev.path, Offset: prev.end,
 			Reason: fmt.Sprintf("%s (after sequence number %d), and the next segment %s cannot follow: %s", prev.issue, prev.last, s.name, bad)}
