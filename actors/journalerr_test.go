@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -312,5 +313,87 @@ func TestUnjournaledIsBounded(t *testing.T) {
 	}
 	if len(sh.unjournaled) != maxUnjournaled || sh.lost != 3 {
 		t.Fatalf("kept %d, lost %d; want %d and 3", len(sh.unjournaled), sh.lost, maxUnjournaled)
+	}
+}
+
+// processUmask returns the umask, read from /proc (setting it to read it
+// would race with the tests running in parallel), or skips the test.
+func processUmask(t *testing.T) os.FileMode {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc/self/status to read the umask from: %v", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			if err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			return os.FileMode(m)
+		}
+	}
+	t.Skip("no Umask line in /proc/self/status")
+	return 0
+}
+
+// TestDataDirIsPrivate: the ids in a data directory are its owner's alone:
+// a new one is 0700 with 0700 shard directories and 0600 files (before the
+// umask), and an existing one with wider modes is tightened at Start.
+func TestDataDirIsPrivate(t *testing.T) {
+	t.Parallel()
+	mask := processUmask(t)
+	mode := func(path string) os.FileMode {
+		t.Helper()
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode().Perm()
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	cfg := Config{Shards: 2, DataDir: dir, JournalSync: SyncNone, SweepInterval: -1}
+	s := startSystem(t, cfg)
+	for i := range 20 {
+		mustCheck(t, s, hit(fmt.Sprint("id-", i), 10))
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "shard-*", "seg-*.log"))
+	if len(files) != 2 {
+		t.Fatalf("segments: %v, want one per shard", files)
+	}
+	want := map[string]os.FileMode{dir: 0o700 &^ mask, filepath.Join(dir, metaFile): 0o600 &^ mask, filepath.Join(dir, "LOCK"): 0o600 &^ mask,
+		shardDir(dir, 0): 0o700 &^ mask, shardDir(dir, 1): 0o700 &^ mask}
+	for _, f := range files {
+		want[f] = 0o600 &^ mask
+	}
+	for path, m := range want {
+		if got := mode(path); got != m {
+			t.Errorf("%s: mode %#o, want %#o", path, got, m)
+		}
+	}
+
+	for _, path := range []string{dir, shardDir(dir, 0), shardDir(dir, 1)} {
+		if err := os.Chmod(path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range files {
+		if err := os.Chmod(f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startSystem(t, cfg)
+	for _, path := range []string{dir, shardDir(dir, 0), shardDir(dir, 1)} {
+		if got := mode(path); got != 0o700 {
+			t.Errorf("%s after Start: mode %#o, want 0700", path, got)
+		}
+	}
+	for _, f := range files {
+		if got := mode(f); got != 0o600 {
+			t.Errorf("%s after Start: mode %#o, want 0600", f, got)
+		}
 	}
 }

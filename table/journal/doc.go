@@ -36,6 +36,13 @@
 // Hex digits are lower-case. Open logs any other file or directory as
 // foreign and leaves it alone; it never deletes anything it did not make.
 //
+// A journal holds its clients' ids, so it is for its owner alone: Open
+// creates the directory (and missing parents) with mode 0700 and every
+// file with 0600, before the umask. A successful Open also removes the
+// group and other permissions of the directory and of the segments and
+// snapshot it keeps, if they have any (LockDir does the same for its
+// directory and LOCK); what this process does not own is left as it is.
+//
 // # Integers and checksums
 //
 // All integers are little-endian. Every checksum is CRC-32C (the Castagnoli

@@ -52,7 +52,7 @@ func Open(dir string, opts Options, replay func(payload []byte) error) (*Journal
 	if replay == nil {
 		replay = func([]byte) error { return nil }
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return nil, Recovery{}, fmt.Errorf("journal: open: %w", err)
 	}
 	r := &recoverer{dir: dir, c: c, replay: replay, lastLog: start}
@@ -530,6 +530,20 @@ func (r *recoverer) apply() error {
 	for _, name := range r.tmps {
 		r.remove(name, "temporary file")
 		changed = true
+	}
+	// Made by hand or by an older version, the directory and the files
+	// kept may let other users read the ids in them.
+	private := []string{r.dir}
+	for _, s := range r.retained {
+		private = append(private, s.path)
+	}
+	if r.rec.Snapshot != "" {
+		private = append(private, filepath.Join(r.dir, r.rec.Snapshot))
+	}
+	for _, p := range private {
+		if err := restrict(p); err != nil {
+			return fmt.Errorf("journal: open: restrict permissions: %w", err)
+		}
 	}
 	if changed && r.c.sync != SyncNone {
 		if err := syncDir(r.dir); err != nil {
