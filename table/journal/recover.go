@@ -28,19 +28,19 @@ type Recovery struct {
 	Duration        time.Duration // time Open took
 }
 
-// Open creates dir if missing, recovers the journal in it and calls replay,
-// in order, for every record of the newest valid snapshot and then for every
-// record of the segments after it (records with a sequence number not above
-// the snapshot's are skipped). The payload passed to replay is only valid
-// during the call; replay may be nil. If replay returns an error, Open stops
-// and returns it wrapped. On any error the state that replay built must be
-// discarded: Open may have replayed a prefix before finding mid-journal
-// damage (ErrCorrupt).
+// Open creates dir if missing (0700), recovers the journal in it and calls
+// replay, in order, for every record of the newest valid snapshot and then
+// for every record of the segments after it (records with a sequence number
+// not above the snapshot's are skipped). The payload passed to replay is
+// only valid during the call; replay may be nil. If replay returns an
+// error, Open stops and returns it wrapped. On any error the state that
+// replay built must be discarded: Open may have replayed a prefix before
+// finding mid-journal damage (ErrCorrupt).
 //
-// A torn tail of the last segment is copied aside to a *.broken file and
-// cut; mid-journal damage fails with ErrCorrupt (a *CorruptError) unless
-// opts.Repair. The package documentation lists every rule. Open locks
-// nothing: see LockDir.
+// A torn tail of the last segment (damage with no valid record after it)
+// is copied aside to a *.broken file and cut; mid-journal damage fails with
+// ErrCorrupt (a *CorruptError) unless opts.Repair. The package
+// documentation lists every rule. Open locks nothing: see LockDir.
 //
 // The Journal returned is ready to Append after the last valid record.
 func Open(dir string, opts Options, replay func(payload []byte) error) (*Journal, Recovery, error) {
@@ -321,7 +321,7 @@ func (r *recoverer) scanSegments() error {
 // torn tail, unless a valid record follows the damage (then it is
 // mid-journal damage, and records acknowledged after it would be lost).
 func (r *recoverer) damagedTail(t *scanned) error {
-	off, seq, ok := validAfter(t.m, t.end, t.end, t.last+1, t.salt)
+	off, seq, ok := validAfter(t.m, t.end, t.dataEnd, t.last+1, t.salt)
 	if !ok {
 		return nil
 	}
@@ -337,14 +337,15 @@ func (r *recoverer) damagedTail(t *scanned) error {
 	return nil
 }
 
-// validAfter looks in b, at the frame offsets from `from` on, for a valid
-// frame (checksum with salt, padding, bounds) whose sequence number fits
-// there: at least next, the number due at offset base, and at most next
-// plus the frames that fit between base and it. It returns the first
-// one's offset and sequence number.
-func validAfter(b []byte, from, base int64, next uint64, salt uint32) (int64, uint64, bool) {
+// validAfter looks in b, at the frame offsets from base up to (not
+// including) to, for a valid frame (checksum with salt, padding, bounds)
+// whose sequence number fits there: at least next, the number due at base,
+// and at most next plus the frames that fit between base and it. It
+// returns the first one's offset and sequence number. A frame starts before
+// the last nonzero byte of b, so to may be that byte's end.
+func validAfter(b []byte, base, to int64, next uint64, salt uint32) (int64, uint64, bool) {
 	size := int64(len(b))
-	for off := align8(max(from, headerSize)); off+frameHeaderSize <= size; off += frameAlign {
+	for off := align8(max(base, headerSize)); off < to && off+frameHeaderSize <= size; off += frameAlign {
 		n := int64(le.Uint32(b[off:]))
 		if n < frameHeaderSize || align8(n) > size-off {
 			continue
@@ -410,7 +411,7 @@ func (r *recoverer) damaged(i int, s, prev *scanned, bad string, gap bool, expec
 		var off int64
 		var seq uint64
 		if s.m != nil && int64(len(s.m)) >= headerSize {
-			off, seq, valid = validAfter(s.m, headerSize, headerSize, r.segs[i].seq, saltCRC(le.Uint64(s.m[24:])))
+			off, seq, valid = validAfter(s.m, headerSize, dataEnd(s.m, headerSize), r.segs[i].seq, saltCRC(le.Uint64(s.m[24:])))
 		}
 		if !valid {
 			r.c.log.Warn("journal: last segment unusable, moving it aside", "file", s.path, "reason", bad)
