@@ -324,11 +324,13 @@ type snapshotDone struct {
 // persist, holding sh.mu, writes the buckets the batch changed to the journal and ends the
 // batch (Commit: in SyncAlways mode, the msync of the group commit). It
 // returns the error the batch's checks must be answered with, or nil.
-func (sh *shard) persist(cfg *Config) error {
+// taken is the number of calls the batch took.
+func (sh *shard) persist(cfg *Config, taken int) error {
 	j := sh.j
 	if j == nil {
 		switch {
 		case sh.broken == nil: // no data directory
+		case taken == 0: // nothing to refuse or to count
 		case cfg.OnJournalError == FailClosed:
 			sh.failedClosed.Add(1)
 			return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrJournal, sh.broken)

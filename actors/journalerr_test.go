@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,6 +225,9 @@ func TestRebuildRetriesTheJournal(t *testing.T) {
 			if policy == FailClosed && !errors.Is(err, ErrJournal) || policy == FailOpen && (err != nil || d.Count != 1) {
 				t.Fatalf("a check right after the repair: got %+v, %v; want it still served without the journal", d, err)
 			}
+			if st := s.Stats(); st.FailedClosed+st.FailedOpen != 6 || (policy == FailOpen) != (st.FailedOpen == 6) {
+				t.Fatalf("stats without a journal: %+v; want 6 failed batches, counted under the policy", st)
+			}
 			clock.Advance(rebuildRetry)
 			// a: 5 journaled, 3 made without the journal (answered or
 			// refused, they count, as when a journal fails to take a batch),
@@ -397,3 +402,43 @@ func TestDataDirIsPrivate(t *testing.T) {
 		}
 	}
 }
+
+// TestStopWithoutAJournalSaysWhatIsLost: a System stopped while a shard
+// serves without its journal logs how many changes were never journaled.
+func TestStopWithoutAJournalSaysWhatIsLost(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	cfg := Config{Shards: 1, DataDir: dir, OnJournalError: FailOpen, SweepInterval: -1, Logger: logger,
+		applyHook: func(r table.Request) {
+			if r.ID == "boom" {
+				panic("injected crash")
+			}
+		}}
+	s := startSystem(t, cfg)
+	breakShardDir(t, dir, 0)
+	if _, err := s.Check(context.Background(), hit("boom", 10)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the crashing check: got %v, want ErrUnavailable", err)
+	}
+	mustCheck(t, s, hit("a", 10))
+	mustCheck(t, s, hit("b", 10))
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), `msg="changes made while the journal could not be read were never journaled" shard=0 changes=2`) {
+		t.Fatalf("no log line saying 2 changes were never journaled:\n%s", logs.String())
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -323,10 +323,12 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 		sh.reopen(cfg, now)
 	}
 	t := sh.table
+	taken := 0
 	for _, k := range batch {
 		if !k.state.CompareAndSwap(statePending, stateTaken) {
 			continue // its caller gave up
 		}
+		taken++
 		if cfg.applyHook != nil {
 			cfg.applyHook(k.req)
 		}
@@ -346,7 +348,7 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 	}
 	// Every decision of the batch is made before any is sent, and the
 	// journal takes the batch's changes, in one commit, before any reply.
-	err := sh.persist(cfg)
+	err := sh.persist(cfg, taken)
 	for ; answered < len(batch); answered++ {
 		k := batch[answered]
 		batch[answered] = nil
