@@ -73,6 +73,10 @@ const (
 	DefaultSnapshotThreshold = 32 << 20
 )
 
+// Every record of a batch fits in a journal segment of the smallest size
+// (this does not compile otherwise), so no batch can be refused as too large.
+const _ = uint(journal.MinSegmentSize - journal.SegmentOverhead - table.MaxRecordBytes)
+
 // meta is the data directory's description of itself, in DataDir/META.
 type meta struct {
 	Format int `json:"format"`
@@ -134,10 +138,10 @@ func writeMeta(dir string, m meta) error {
 	return nil
 }
 
-// recover opens the journal of sh and replays it into a new table.
-func (sh *shard) recover(cfg *Config) (*table.Table, journal.Recovery, error) {
+// recover opens the journal of sh and replays it into a new table, leaving
+// out the buckets expired at now.
+func (sh *shard) recover(cfg *Config, now time.Time) (*table.Table, journal.Recovery, error) {
 	t := table.New(cfg.tableConfig(true))
-	now := cfg.Clock.Now()
 	j, rec, err := journal.Open(shardDir(cfg.DataDir, sh.index), journal.Options{
 		Sync:         cfg.JournalSync,
 		SyncInterval: cfg.JournalSyncInterval,
@@ -165,7 +169,7 @@ func recoverAll(cfg *Config, shards []*shard) error {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			t, rec, err := sh.recover(cfg)
+			t, rec, err := sh.recover(cfg, cfg.Clock.Now())
 			if err != nil {
 				errs[i] = err
 				return
@@ -194,11 +198,111 @@ func recoverAll(cfg *Config, shards []*shard) error {
 	return nil
 }
 
+// rebuildRetry is how long a shard whose journal could not be reopened
+// waits before it tries again (at its next batch).
+const rebuildRetry = time.Second
+
+// maxUnjournaled bounds the changes a shard keeps, to replay them, while it
+// serves from a temporary table without a journal.
+const maxUnjournaled = 1 << 16
+
+// loggedOp is a change made to a temporary table: what to replay on the
+// table rebuilt from the journal.
+type loggedOp struct {
+	op  op
+	req table.Request
+	now time.Time
+}
+
+// keepUnjournaled logs the change k made to the temporary table at now, be
+// it answered (FailOpen) or refused (FailClosed): either way it counts, as
+// it would had the journal only failed to take it.
+func (sh *shard) keepUnjournaled(k *call, now time.Time) {
+	switch {
+	case k.op == opBuckets || k.op == opCheck && k.req.Hits == 0:
+		return // changes nothing
+	case len(sh.unjournaled) >= maxUnjournaled:
+		sh.lost++
+		return
+	}
+	sh.unjournaled = append(sh.unjournaled, loggedOp{op: k.op, req: k.req, now: now})
+}
+
+// replayUnjournaled applies ops, in order and at their times, to t. A
+// refund gives back only hits that a replayed check counted on t: the
+// temporary table could refund no others, and t must not lose a hit its
+// journal holds.
+func replayUnjournaled(t *table.Table, ops []loggedOp) {
+	credit := make(map[table.Request]int64) // hits counted on t by a replayed check, by request less Hits
+	for i := range ops {
+		o := &ops[i]
+		key := o.req
+		key.Hits = 0
+		switch o.op {
+		case opCheck:
+			if t.Apply(o.req, o.now).Allowed {
+				credit[key] += o.req.Hits
+			}
+		case opRefund:
+			if n := min(o.req.Hits, credit[key]); n > 0 {
+				req := o.req
+				req.Hits = n
+				t.Refund(req, o.now)
+				credit[key] -= n
+			}
+		case opReset:
+			t.Reset(o.req, o.now)
+			delete(credit, key)
+		}
+	}
+}
+
+// reopen rebuilds the table of sh from its journal, holding sh.mu, and
+// replays on it the changes made to a temporary table meanwhile. If
+// the journal cannot be read, the shard serves without it from a
+// temporary table (a new one if it has none) and tries again at its first
+// batch rebuildRetry later: a journal error is never permanent.
+func (sh *shard) reopen(cfg *Config, now time.Time) {
+	from := now
+	if len(sh.unjournaled) > 0 {
+		from = sh.unjournaled[0].now // the replay starts at the first of them
+	}
+	t, rec, err := sh.recover(cfg, from)
+	if err != nil {
+		if sh.broken == nil {
+			cfg.Logger.Error("shard owner could not rebuild its table from the journal; serving without it until it can",
+				"shard", sh.index, "err", err, "policy", cfg.OnJournalError, "retry", rebuildRetry)
+		} else {
+			cfg.Logger.Debug("journal still cannot be reopened", "shard", sh.index, "err", err)
+		}
+		sh.broken, sh.retryAt = err, now.Add(rebuildRetry)
+		if sh.table == nil {
+			sh.table = table.New(cfg.tableConfig(false))
+		}
+		return
+	}
+	// Taken before the replay, so that a replay that panics is not retried.
+	ops, lost := sh.unjournaled, sh.lost
+	sh.unjournaled, sh.lost = nil, 0
+	replayUnjournaled(t, ops)
+	if lost > 0 {
+		cfg.Logger.Error("changes made while the journal could not be read are forgotten",
+			"shard", sh.index, "changes", lost, "kept", len(ops))
+	}
+	sh.table, sh.broken, sh.seen = t, nil, table.Stats{}
+	cfg.Logger.Warn("shard owner rebuilt its table from the journal", "shard", sh.index,
+		"buckets", t.Len(), "records", rec.SnapshotRecords+rec.SegmentRecords,
+		"replayed_from_memory", len(ops), "duration", rec.Duration)
+}
+
 // closeJournals flushes and closes every shard's journal.
 func closeJournals(shards []*shard, cfg *Config) {
 	for _, sh := range shards {
 		sh.snapshots.Wait()
 		sh.mu.Lock()
+		if n := len(sh.unjournaled) + sh.lost; n > 0 {
+			cfg.Logger.Error("changes made while the journal could not be read were never journaled", "shard", sh.index, "changes", n, "err", sh.broken)
+		}
 		if sh.j != nil {
 			if err := sh.j.Close(); err != nil {
 				cfg.Logger.Error("journal close failed", "shard", sh.index, "err", err)
@@ -220,12 +324,18 @@ type snapshotDone struct {
 // persist, holding sh.mu, writes the buckets the batch changed to the journal and ends the
 // batch (Commit: in SyncAlways mode, the msync of the group commit). It
 // returns the error the batch's checks must be answered with, or nil.
-func (sh *shard) persist(cfg *Config) error {
+// taken is the number of calls the batch took.
+func (sh *shard) persist(cfg *Config, taken int) error {
 	j := sh.j
 	if j == nil {
-		if sh.broken != nil && cfg.OnJournalError == FailClosed {
+		switch {
+		case sh.broken == nil: // no data directory
+		case taken == 0: // nothing to refuse or to count
+		case cfg.OnJournalError == FailClosed:
 			sh.failedClosed.Add(1)
 			return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrJournal, sh.broken)
+		default:
+			sh.failedOpen.Add(1)
 		}
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -40,9 +41,18 @@ type shard struct {
 	spare        []*call      // the inbox's next pending slice
 	seen         table.Stats  // of table, already added to the counters
 	failing      bool         // the journal's last batch failed
-	broken       error        // the journal could not be reopened after a crash
 	snapshotting bool         // a snapshot writer holds a Frozen copy of table
 	stopped      bool         // Stop has begun: callers no longer serve themselves
+	// broken is why the journal could not be reopened after a crash; the
+	// shard serves from a temporary table until a retry (at the first
+	// batch from retryAt on) reopens it.
+	broken  error
+	retryAt time.Time
+	// unjournaled are the changes made to the temporary table, replayed
+	// on the rebuilt table when the journal is read again; lost counts
+	// those beyond maxUnjournaled.
+	unjournaled []loggedOp
+	lost        int
 
 	// With a data directory: the journal, and counters.
 	j              *journal.Journal // guarded by mu once the System runs
@@ -160,18 +170,8 @@ func (o *owner) rebuild() {
 		sh.j = nil
 	}
 	sh.seen, sh.failing = table.Stats{}, false
-	t, rec, err := sh.recover(o.cfg)
-	if err != nil {
-		// Serve on from memory alone rather than not at all; with
-		// FailClosed every batch is refused until a restart.
-		o.cfg.Logger.Error("shard owner could not rebuild its table from the journal", "shard", sh.index, "err", err)
-		sh.table = table.New(o.cfg.tableConfig(false))
-		sh.broken = err
-		return
-	}
-	sh.table = t
-	o.cfg.Logger.Warn("shard owner rebuilt its table from the journal", "shard", sh.index,
-		"buckets", t.Len(), "records", rec.SnapshotRecords+rec.SegmentRecords, "duration", rec.Duration)
+	sh.table = nil // it may be inconsistent, even a temporary one
+	sh.reopen(o.cfg, o.cfg.Clock.Now())
 }
 
 func (o *owner) Receive(c actor.Context) {
@@ -319,11 +319,16 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 		}
 	}()
 	now := cfg.Clock.Now()
+	if sh.broken != nil && !now.Before(sh.retryAt) {
+		sh.reopen(cfg, now)
+	}
 	t := sh.table
+	taken := 0
 	for _, k := range batch {
 		if !k.state.CompareAndSwap(statePending, stateTaken) {
 			continue // its caller gave up
 		}
+		taken++
 		if cfg.applyHook != nil {
 			cfg.applyHook(k.req)
 		}
@@ -337,10 +342,13 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 		case opBuckets:
 			k.buckets = t.Buckets(k.req.ID, now)
 		}
+		if sh.broken != nil {
+			sh.keepUnjournaled(k, now)
+		}
 	}
 	// Every decision of the batch is made before any is sent, and the
 	// journal takes the batch's changes, in one commit, before any reply.
-	err := sh.finish(cfg)
+	err := sh.finish(cfg, taken)
 	for ; answered < len(batch); answered++ {
 		k := batch[answered]
 		batch[answered] = nil
@@ -351,11 +359,12 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 	return nil
 }
 
-// finish ends a batch decided on the shard, holding sh.mu: it journals
-// the batch's changes (see persist), whose error the batch's checks are
-// answered with, updates the counters and starts a snapshot if one is due.
-func (sh *shard) finish(cfg *Config) error {
-	err := sh.persist(cfg)
+// finish ends a batch of taken calls decided on the shard, holding sh.mu:
+// it journals the batch's changes (see persist), whose error the batch's
+// checks are answered with, updates the counters and starts a snapshot if
+// one is due.
+func (sh *shard) finish(cfg *Config, taken int) error {
+	err := sh.persist(cfg, taken)
 	if n := int64(sh.table.Len()); n != sh.buckets.Load() {
 		sh.buckets.Store(n)
 	}

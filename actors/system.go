@@ -506,6 +506,12 @@ func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, 
 		s.actors.Root.Send(crashed.pid, crashMessage{})
 		allowed, err = false, ErrUnavailable
 	}()
+	for _, sh := range held {
+		if sh.broken != nil && !now.Before(sh.retryAt) {
+			sh.reopen(&s.cfg, now)
+		}
+	}
+	taken := make([]int, len(held)) // requests per shard
 	next := 0
 	for ; cur < len(held); cur++ {
 		sh := held[cur]
@@ -518,6 +524,7 @@ func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, 
 			}
 			decs[i] = t.Apply(reqs[i], now)
 			allowed = allowed && decs[i].Allowed
+			taken[cur]++
 		}
 	}
 	for cur, phase = 0, 1; cur < len(held); cur++ {
@@ -527,9 +534,16 @@ func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, 
 			held[cur].table.Rollback()
 		}
 	}
+	if allowed {
+		for _, e := range order {
+			if sh := s.shards[e>>32]; sh.broken != nil {
+				sh.keepUnjournaled(&call{op: opCheck, req: reqs[uint32(e)]}, now)
+			}
+		}
+	}
 	for cur, phase = 0, 2; cur < len(held); cur++ {
 		sh := held[cur]
-		if ferr := sh.finish(&s.cfg); ferr != nil && err == nil {
+		if ferr := sh.finish(&s.cfg, taken[cur]); ferr != nil && err == nil {
 			err = ferr
 		}
 		released++

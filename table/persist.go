@@ -85,7 +85,7 @@ func (t *Table) rekey(old, moved item) {
 // bucket changed since the last call, each once, after the deletions of
 // the buckets deleted meanwhile (a bucket deleted and created again is
 // reported deleted, then as it is now). A batch of changes is one record
-// (or a few, each about 64 KiB at most), so a journal appends it at once. A
+// (or a few, each at most MaxRecordBytes), so a journal appends it at once. A
 // record is only valid during the call. If fn returns an error, Changes
 // stops and returns it, and what it has not reported (the failed record
 // included) stays for the next call: a journal that could not take it gets
@@ -117,21 +117,21 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 		return nil
 	}
 	for k := range t.deleted {
+		if w.full() {
+			if err := emit(k, 0); err != nil {
+				return err
+			}
+		}
 		del := &t.deleted[k]
 		w.del(&del.key, del.window, del.id)
-		if len(w.b) >= maxRecordBytes {
-			if err := emit(k+1, 0); err != nil {
-				return err
-			}
-		}
 	}
 	for k, it := range t.changed {
-		w.put(&t.byID[it.gid()].key, it.bucket, t.slots.at(it.slot()))
-		if len(w.b) >= maxRecordBytes {
-			if err := emit(len(t.deleted), k+1); err != nil {
+		if w.full() {
+			if err := emit(len(t.deleted), k); err != nil {
 				return err
 			}
 		}
+		w.put(&t.byID[it.gid()].key, it.bucket, t.slots.at(it.slot()))
 	}
 	if err := emit(len(t.deleted), len(t.changed)); err != nil {
 		return err
@@ -237,7 +237,7 @@ func (t *Table) Thaw(f *Frozen) {
 func (f *Frozen) Len() int { return f.tree.Len() }
 
 // Records calls fn with records holding every bucket of f not expired at
-// the time of the Freeze, in key order, each record about 64 KiB at most. A
+// the time of the Freeze, in key order, each record at most MaxRecordBytes. A
 // record is only valid during the call. If fn returns an error, Records
 // stops and returns it. Records may run on any goroutine, but not on two at
 // once.
@@ -250,13 +250,13 @@ func (f *Frozen) Records(fn func(rec []byte) error) error {
 		if k.expired(it.bucket, f.nowMs, f.ttlMs) {
 			return true
 		}
-		w.put(k, it.bucket, &f.pages[it.slot()>>pageBits].slots[it.slot()&(pageSize-1)])
-		if len(w.b) >= maxRecordBytes {
+		if w.full() {
 			if err = fn(w.b); err != nil {
 				return false
 			}
 			w.reset(w.b)
 		}
+		w.put(k, it.bucket, &f.pages[it.slot()>>pageBits].slots[it.slot()&(pageSize-1)])
 		return true
 	})
 	if err == nil && w.n > 0 {

@@ -38,9 +38,27 @@ const (
 	recordDelete = 0x02
 )
 
-// maxRecordBytes is about the largest record Changes and Records write; a
-// larger batch is cut into several records.
-const maxRecordBytes = 64 << 10
+// MaxRecordBytes bounds the length of every record Changes and
+// Frozen.Records produce: a larger batch is cut into several records. It is
+// below what the smallest journal segment (64 KiB, less 56 bytes of headers)
+// can hold in one record, so no batch can make a record a journal refuses.
+const MaxRecordBytes = 63 << 10
+
+// maxRecordBytes is MaxRecordBytes, the name the package uses.
+const maxRecordBytes = MaxRecordBytes
+
+// maxEntryBytes bounds the bytes one entry adds to a record, with the group
+// entry that may come before it: every varint at its longest, the longest
+// namespace and id. A record is cut before an entry that could take it past
+// maxRecordBytes.
+const maxEntryBytes = 3 + MaxNamespaceLen + 4*binary.MaxVarintLen64 + // group
+	1 + 5*binary.MaxVarintLen64 + 2 + MaxIDLen // put (a delete is shorter)
+
+// full reports whether the next entry might take the record past
+// maxRecordBytes; a record with no entry is never full.
+func (w *recordWriter) full() bool {
+	return w.n > 0 && len(w.b)+maxEntryBytes > maxRecordBytes
+}
 
 // recordWriter builds one record.
 type recordWriter struct {

@@ -36,6 +36,13 @@
 // Hex digits are lower-case. Open logs any other file or directory as
 // foreign and leaves it alone; it never deletes anything it did not make.
 //
+// A journal holds its clients' ids, so it is for its owner alone: Open
+// creates the directory (and missing parents) with mode 0700 and every
+// file with 0600, before the umask. A successful Open also removes the
+// group and other permissions of the directory and of the segments and
+// snapshot it keeps, if they have any (LockDir does the same for its
+// directory and LOCK); what this process does not own is left as it is.
+//
 // # Integers and checksums
 //
 // All integers are little-endian. Every checksum is CRC-32C (the Castagnoli
@@ -83,9 +90,9 @@
 // first segment after a snapshot covering sequence number S starts at most
 // at S+1 (records up to S in it are skipped at replay).
 //
-// A segment file holds at most SegmentSize-56 payload bytes in one record:
-// a larger payload is ErrTooLarge. A new segment is created (a roll) when
-// the next frame does not fit in the current one.
+// A segment file holds at most SegmentSize-56 (SegmentOverhead) payload
+// bytes in one record: a larger payload is ErrTooLarge. A new segment is
+// created (a roll) when the next frame does not fit in the current one.
 //
 // # Snapshot file
 //
@@ -120,16 +127,30 @@
 //     sequence continuity), replaying the records after the snapshot. A
 //     length word that is not plausible is damage, never an allocation.
 //  3. Damage in the last segment (a bad frame, or nonzero bytes after the
-//     last valid frame) is a torn tail: the bytes from the damage to the
-//     last nonzero byte of the segment are copied to <segment>.broken (or
-//     .broken.N if it exists) and zeroed, so appends continue right
-//     after the last valid record. It is logged with the file, offset and
-//     bytes dropped, and counted in Recovery.TornTails and BytesDropped. A
-//     last segment that is unusable as a whole (empty, too short, all
-//     zeros, garbage, a foreign magic, a bad header) is renamed to *.broken
-//     (removed if all zeros) and counted the same way; the next Append
-//     creates a fresh segment in its place.
-//  4. Damage in any earlier segment, a header that does not continue the
+//     last valid frame) with no valid frame after it is a torn tail: the
+//     bytes from the damage to the last nonzero byte of the segment are
+//     copied to <segment>.broken (or .broken.N if it exists) and zeroed,
+//     so appends continue right after the last valid record. It is logged
+//     with the file, offset and bytes dropped, and counted in
+//     Recovery.TornTails and BytesDropped. A last segment that is
+//     unusable as a whole (empty, too short, all zeros, garbage, a
+//     foreign magic, a bad header) is renamed to *.broken (removed if all
+//     zeros) and counted the same way; the next Append creates a fresh
+//     segment in its place. But a valid frame after the damage makes it
+//     mid-journal damage (rule 4) instead, at the offset where the valid
+//     records end (offset 0 for a bad header): only an interrupted write
+//     at the end of the data is a torn tail, and a flipped byte must not
+//     drop the records after it. A frame there is valid if it starts at a
+//     multiple of 8 at or after the damage (after the header, for a bad
+//     one), its checksum matches with the salt of the file's header (as
+//     stored, for a bad header), its padding is zero, and its sequence
+//     number fits its place: at least N, the number due at the damage, and
+//     at most N + d/16, where d is its distance in bytes from the damage,
+//     as every frame takes at least 16 bytes (for a bad header, N is the
+//     number in the file name and d is counted from offset 40). A damaged
+//     salt leaves no frame to check: such a segment is unusable as a whole.
+//  4. Damage in any earlier segment, damage in the last one followed by a
+//     valid frame (rule 3), a header that does not continue the
 //     sequence, or missing records (a gap in sequence numbers, including
 //     between the snapshot and the first segment) is mid-journal damage:
 //     Open fails with a *CorruptError (ErrCorrupt) naming the file and the
@@ -166,7 +187,11 @@
 // back as zeros, garbage, or only their first 512-byte sectors. Recovery
 // then yields a valid prefix that includes everything synced. With SyncNone
 // a power loss can also tear an earlier segment, which is reported as
-// mid-journal damage.
+// mid-journal damage. So is a power loss after which a record written since
+// the last msync survives while an earlier one does not (the kernel wrote
+// the pages back out of order): Open cannot tell that from a flipped byte,
+// so it refuses rather than drop the later record; Options.Repair cuts
+// there, losing only records that were not synced.
 //
 // An msync error is never silently dropped. In SyncAlways mode Commit
 // returns it (wrapped with the file and byte range; errors.Is matches the

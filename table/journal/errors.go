@@ -15,8 +15,9 @@ var (
 	ErrLocked = errors.New("journal: directory locked")
 
 	// ErrCorrupt is returned by Open for damage that is not a torn tail:
-	// a damaged record, header or sequence gap before the last segment, or
-	// a snapshot that is invalid when the segments it replaced are gone.
+	// a damaged record, header or sequence gap before the last segment,
+	// damage in the last segment followed by a valid record, or a snapshot
+	// that is invalid when the segments it replaced are gone.
 	// The error is a *CorruptError naming the file and the byte offset.
 	// Options.Repair cuts the journal at the damage instead.
 	ErrCorrupt = errors.New("journal: damaged journal")

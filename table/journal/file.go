@@ -8,6 +8,30 @@ import (
 	"path/filepath"
 )
 
+// The permissions of what the journal creates: a journal holds its clients'
+// ids (IP addresses, user ids), which are for the owner alone.
+const (
+	dirPerm  = 0o700
+	filePerm = 0o600
+)
+
+// restrict removes the group and other permissions of the file or
+// directory at path, if it has any (made by hand, or by an older version).
+// A file of another owner, which this process cannot change (EPERM), is
+// left as it is.
+func restrict(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(path, perm&^0o077); err != nil && !errors.Is(err, fs.ErrPermission) {
+			return err
+		}
+	}
+	return nil
+}
+
 // writeZeros fills f with size zero bytes, the fallback of allocate.
 func writeZeros(f *os.File, size int64) error {
 	buf := make([]byte, min(size, 1<<20))
@@ -59,7 +83,7 @@ func copyAside(dir, name string, data []byte, durable bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 	if err != nil {
 		return "", err
 	}
@@ -89,10 +113,11 @@ func moveAside(dir, name string) (string, error) {
 // WriteFileAtomic makes dir/name hold data, durably and all at once: it
 // writes a temporary file, fsyncs it, renames it into place and fsyncs the
 // directory, so a crash leaves the old content or the new, never a mix. A
-// data directory's small descriptions (the shard count) are written so.
+// data directory's small descriptions (the shard count) are written so. The
+// file is readable by its owner only (0600).
 func WriteFileAtomic(dir, name string, data []byte) error {
 	tmp := filepath.Join(dir, name+tmpSuffix)
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
 	if err != nil {
 		return err
 	}

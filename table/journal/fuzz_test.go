@@ -56,6 +56,44 @@ func refDecode(data []byte, magic string) (records [][]byte, seq uint64, headerO
 	return records, seq, true, trailerOK
 }
 
+// refValidAfterDamage is the rule of doc.go that tells a torn tail from
+// mid-journal damage in the only segment image data, named nameSeq,
+// written from the specification independently of recover.go: it reports
+// whether a valid frame, with a sequence number that fits its place,
+// follows the point where the valid records end (or the header, if the
+// segment is unusable as a whole).
+func refValidAfterDamage(data []byte, nameSeq uint64) bool {
+	if len(data) < 40 {
+		return false
+	}
+	u32 := func(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+	u64 := func(b []byte) uint64 { return uint64(u32(b)) | uint64(u32(b[4:]))<<32 }
+	crc := func(parts ...[]byte) uint32 {
+		return crc32.Checksum(bytes.Join(parts, nil), crc32.MakeTable(crc32.Castagnoli))
+	}
+	records, seq, headerOK, _ := refDecode(data, segmentMagic)
+	from, next := 40, nameSeq
+	if headerOK && seq == nameSeq && seq != 0 && len(data) >= 56 {
+		for _, r := range records {
+			from += (16 + len(r) + 7) / 8 * 8
+		}
+		next += uint64(len(records))
+	}
+	salt := data[24:32]
+	for p := from; p+16 <= len(data); p += 8 {
+		n := int(u32(data[p:]))
+		padded := (n + 7) / 8 * 8
+		if n < 16 || p+padded > len(data) || crc(salt, data[p:p+4], data[p+8:p+n]) != u32(data[p+4:]) ||
+			!bytes.Equal(data[p+n:p+padded], make([]byte, padded-n)) {
+			continue
+		}
+		if q := u64(data[p+8:]); q >= next && q-next <= uint64(p-from)/16 {
+			return true
+		}
+	}
+	return false
+}
+
 // FuzzDecode feeds arbitrary bytes to the frame decoder: it must never panic
 // or read out of bounds, and every frame it accepts must match the
 // reference decoder (checksum, padding, bounds).
@@ -133,6 +171,11 @@ func FuzzReplay(f *testing.F) {
 	f.Add([]byte{}, false)
 	f.Add([]byte("RLDJRNL\x00 but not really a journal"), false)
 	f.Add(make([]byte, 4096), true)
+	for _, at := range []int{0, 24, headerSize + 2, headerSize + frameHeaderSize + 1} {
+		b := bytes.Clone(seg) // damage in the header, its salt, and the first frame
+		b[at] ^= 0x10
+		f.Add(b, false)
+	}
 	f.Fuzz(func(t *testing.T, data []byte, asSnapshot bool) {
 		dir := t.TempDir()
 		// Name the file after the sequence number in its header, if any.
@@ -155,9 +198,12 @@ func FuzzReplay(f *testing.F) {
 		case asSnapshot && !trailerOK:
 			want, wantCorrupt = nil, nameSeq > 0 // the lost snapshot covered records
 		case !asSnapshot && (!headerOK || seq != nameSeq || seq == 0 || len(data) < headerSize+frameHeaderSize):
-			want = nil // an unusable last segment: a torn tail
+			// An unusable last segment: a torn tail, unless valid records follow.
+			want, wantCorrupt = nil, refValidAfterDamage(data, nameSeq)
 		case !asSnapshot && seq > 1:
 			want, wantCorrupt = nil, true // records 1..seq-1 are missing
+		case !asSnapshot && refValidAfterDamage(data, nameSeq):
+			want, wantCorrupt = nil, true // damage followed by valid records
 		}
 		opts := testOptions(SyncNone)
 		for round := range 2 {

@@ -100,7 +100,7 @@ func createSegment(c *config, dir string, first uint64) (*segment, error) {
 	name := segmentName(first)
 	path := filepath.Join(dir, name)
 	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("journal: create segment %s: %w", path, err)
 	}

@@ -19,15 +19,17 @@ type DirLock struct {
 }
 
 // LockDir creates dir if missing and locks it, writing the pid of this
-// process into dir/LOCK. If the directory is locked already (by another
-// process, or by another DirLock of this one) it returns an error matching
-// ErrLocked whose message names the directory and the holder's pid.
+// process into dir/LOCK. A directory it creates is 0700 and LOCK 0600; an
+// existing directory or LOCK loses its group and other permissions. If the
+// directory is locked already (by another process, or by another DirLock of
+// this one) it returns an error matching ErrLocked whose message names the
+// directory and the holder's pid.
 func LockDir(dir string) (*DirLock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return nil, fmt.Errorf("journal: lock %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, lockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("journal: lock %s: %w", dir, err)
 	}
@@ -47,6 +49,12 @@ func LockDir(dir string) (*DirLock, error) {
 	if err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("journal: lock %s: write pid: %w", path, err)
+	}
+	for _, p := range []string{dir, path} {
+		if err := restrict(p); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("journal: lock %s: restrict permissions: %w", dir, err)
+		}
 	}
 	return &DirLock{f: f}, nil
 }

@@ -70,6 +70,11 @@ const (
 	// MaxSegmentSize is the largest valid Options.SegmentSize: 1 GiB. No
 	// file larger than this is ever read as a segment.
 	MaxSegmentSize = 1 << 30
+	// SegmentOverhead is what a segment holds besides one record's payload
+	// (the segment header and a frame header): a payload of up to
+	// SegmentSize - SegmentOverhead bytes fits in a segment; a larger one is
+	// ErrTooLarge.
+	SegmentOverhead = headerSize + frameHeaderSize
 )
 
 // Options configures a Journal. The zero value is valid: interval sync every
@@ -182,7 +187,7 @@ func (o Options) config() (config, error) {
 
 // maxPayload is the largest payload whose frame fits in a fresh segment.
 func (c *config) maxPayload() int {
-	return int(c.segmentSize - headerSize - frameHeaderSize)
+	return int(c.segmentSize - SegmentOverhead)
 }
 
 // randomSalt draws a segment or snapshot salt from crypto/rand.

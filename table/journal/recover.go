@@ -28,19 +28,19 @@ type Recovery struct {
 	Duration        time.Duration // time Open took
 }
 
-// Open creates dir if missing, recovers the journal in it and calls replay,
-// in order, for every record of the newest valid snapshot and then for every
-// record of the segments after it (records with a sequence number not above
-// the snapshot's are skipped). The payload passed to replay is only valid
-// during the call; replay may be nil. If replay returns an error, Open stops
-// and returns it wrapped. On any error the state that replay built must be
-// discarded: Open may have replayed a prefix before finding mid-journal
-// damage (ErrCorrupt).
+// Open creates dir if missing (0700), recovers the journal in it and calls
+// replay, in order, for every record of the newest valid snapshot and then
+// for every record of the segments after it (records with a sequence number
+// not above the snapshot's are skipped). The payload passed to replay is
+// only valid during the call; replay may be nil. If replay returns an
+// error, Open stops and returns it wrapped. On any error the state that
+// replay built must be discarded: Open may have replayed a prefix before
+// finding mid-journal damage (ErrCorrupt).
 //
-// A torn tail of the last segment is copied aside to a *.broken file and
-// cut; mid-journal damage fails with ErrCorrupt (a *CorruptError) unless
-// opts.Repair. The package documentation lists every rule. Open locks
-// nothing: see LockDir.
+// A torn tail of the last segment (damage with no valid record after it)
+// is copied aside to a *.broken file and cut; mid-journal damage fails with
+// ErrCorrupt (a *CorruptError) unless opts.Repair. The package
+// documentation lists every rule. Open locks nothing: see LockDir.
 //
 // The Journal returned is ready to Append after the last valid record.
 func Open(dir string, opts Options, replay func(payload []byte) error) (*Journal, Recovery, error) {
@@ -52,7 +52,7 @@ func Open(dir string, opts Options, replay func(payload []byte) error) (*Journal
 	if replay == nil {
 		replay = func([]byte) error { return nil }
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return nil, Recovery{}, fmt.Errorf("journal: open: %w", err)
 	}
 	r := &recoverer{dir: dir, c: c, replay: replay, lastLog: start}
@@ -310,8 +310,56 @@ func (r *recoverer) scanSegments() error {
 	}
 	if prev != nil {
 		r.tail, r.tornTail = prev, true
+		if prev.issue != "" {
+			return r.damagedTail(prev)
+		}
 	}
 	return nil
+}
+
+// damagedTail handles the last segment, t, whose scan stopped at damage: a
+// torn tail, unless a valid record follows the damage (then it is
+// mid-journal damage, and records acknowledged after it would be lost).
+func (r *recoverer) damagedTail(t *scanned) error {
+	off, seq, ok := validAfter(t.m, t.end, t.dataEnd, t.last+1, t.salt)
+	if !ok {
+		return nil
+	}
+	d := &CorruptError{Path: t.path, Offset: t.end,
+		Reason: fmt.Sprintf("%s (after sequence number %d), and a valid record (sequence number %d) follows at offset %d: the damage is not a torn tail",
+			t.issue, t.last, seq, off)}
+	if !r.c.repair {
+		return d
+	}
+	r.c.log.Warn("journal: repairing mid-journal damage: cutting the journal there",
+		"file", d.Path, "offset", d.Offset, "reason", d.Reason)
+	r.rec.Repaired, r.tornTail = true, false
+	return nil
+}
+
+// validAfter looks in b, at the frame offsets from base up to (not
+// including) to, for a valid frame (checksum with salt, padding, bounds)
+// whose sequence number fits there: at least next, the number due at base,
+// and at most next plus the frames that fit between base and it. It
+// returns the first one's offset and sequence number. A frame starts before
+// the last nonzero byte of b, so to may be that byte's end.
+func validAfter(b []byte, base, to int64, next uint64, salt uint32) (int64, uint64, bool) {
+	size := int64(len(b))
+	for off := align8(max(base, headerSize)); off < to && off+frameHeaderSize <= size; off += frameAlign {
+		n := int64(le.Uint32(b[off:]))
+		if n < frameHeaderSize || align8(n) > size-off {
+			continue
+		}
+		// Cheap before the checksum: the sequence number must fit.
+		seq := le.Uint64(b[off+8:])
+		if seq < next || seq-next > uint64(off-base)/frameHeaderSize {
+			continue
+		}
+		if _, st, _ := decodeFrame(b, off, salt); st == frameOK {
+			return off, seq, true
+		}
+	}
+	return 0, 0, false
 }
 
 // scan replays the records of s after the snapshot and finds where its
@@ -354,19 +402,30 @@ func (r *recoverer) scan(s *scanned) error {
 // because records are missing before it).
 func (r *recoverer) damaged(i int, s, prev *scanned, bad string, gap bool, expect uint64) error {
 	last := i == len(r.segs)-1
+	d := &CorruptError{Path: s.path, Reason: bad}
+	valid := false
 	if last && !gap && (prev == nil || prev.issue == "") {
 		// The last segment is unusable and nothing before it is in doubt:
-		// a torn (or empty) last segment.
-		r.c.log.Warn("journal: last segment unusable, moving it aside", "file", s.path, "reason", bad)
-		r.aside = append(r.aside, r.segs[i])
-		r.rec.TornTails++
-		if prev != nil {
-			r.tail = prev
+		// a torn (or empty) last segment, unless valid records follow its
+		// bad header (checked with the salt the header holds).
+		var off int64
+		var seq uint64
+		if s.m != nil && int64(len(s.m)) >= headerSize {
+			off, seq, valid = validAfter(s.m, headerSize, dataEnd(s.m, headerSize), r.segs[i].seq, saltCRC(le.Uint64(s.m[24:])))
 		}
-		return nil
+		if !valid {
+			r.c.log.Warn("journal: last segment unusable, moving it aside", "file", s.path, "reason", bad)
+			r.aside = append(r.aside, r.segs[i])
+			r.rec.TornTails++
+			if prev != nil {
+				r.tail = prev
+			}
+			return nil
+		}
+		d.Reason = fmt.Sprintf("%s, and a valid record (sequence number %d) follows at offset %d: the damage is not a torn tail", bad, seq, off)
 	}
-	d := &CorruptError{Path: s.path, Reason: bad}
 	switch {
+	case valid:
 	case prev != nil && prev.issue != "":
 		d = &CorruptError{Path: prev.path, Offset: prev.end,
 			Reason: fmt.Sprintf("%s (after sequence number %d), and the next segment %s cannot follow: %s", prev.issue, prev.last, s.name, bad)}
@@ -472,6 +531,20 @@ func (r *recoverer) apply() error {
 	for _, name := range r.tmps {
 		r.remove(name, "temporary file")
 		changed = true
+	}
+	// Made by hand or by an older version, the directory and the files
+	// kept may let other users read the ids in them.
+	private := []string{r.dir}
+	for _, s := range r.retained {
+		private = append(private, s.path)
+	}
+	if r.rec.Snapshot != "" {
+		private = append(private, filepath.Join(r.dir, r.rec.Snapshot))
+	}
+	for _, p := range private {
+		if err := restrict(p); err != nil {
+			return fmt.Errorf("journal: open: restrict permissions: %w", err)
+		}
 	}
 	if changed && r.c.sync != SyncNone {
 		if err := syncDir(r.dir); err != nil {
