@@ -62,8 +62,8 @@ func TestDeniedBatchGivesTheNextWindowNothing(t *testing.T) {
 			idA, idB := orderedPair(shards)
 			start := time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%20 + 19) // a window's last ms
 			clock := clocktest.New(start)
-			a := table.Request{ID: idA, Scale: 20 * time.Millisecond, Limit: 5, Hits: 1, Algorithm: alg}
-			b := table.Request{ID: idB, Scale: 24 * time.Hour, Limit: 1, Hits: 1}
+			a := table.Request{ID: idA, Policy: table.Policy{Scale: 20 * time.Millisecond, Limit: 5, Algorithm: alg}, Hits: 1}
+			b := table.Request{ID: idB, Policy: table.Policy{Scale: 24 * time.Hour, Limit: 1}, Hits: 1}
 			var s *System // set before the hook can run
 			var singles atomic.Int64
 			hookB, finished := whileBatchDecides(func() {
@@ -124,8 +124,8 @@ func TestDoomedBatchDeniesNoConcurrentCheck(t *testing.T) {
 	t.Parallel()
 	const shards = 4
 	idA, idB := orderedPair(shards)
-	a := table.Request{ID: idA, Scale: time.Hour, Limit: 1, Hits: 1}
-	b := table.Request{ID: idB, Scale: time.Hour, Limit: 1, Hits: 1}
+	a := table.Request{ID: idA, Policy: table.Policy{Scale: time.Hour, Limit: 1}, Hits: 1}
+	b := table.Request{ID: idB, Policy: table.Policy{Scale: time.Hour, Limit: 1}, Hits: 1}
 	var s *System
 	var single table.Decision
 	var singleErr error
@@ -234,8 +234,8 @@ func TestBatchesAndSinglesStayExactAtBoundaries(t *testing.T) {
 			idA, idB := orderedPair(4)
 			s := startSystem(t, Config{Shards: 4})
 			ctx := context.Background()
-			a := table.Request{ID: idA, Scale: 20 * time.Millisecond, Limit: 5, Hits: 1, Algorithm: alg}
-			b := table.Request{ID: idB, Scale: 24 * time.Hour, Limit: 1, Hits: 1}
+			a := table.Request{ID: idA, Policy: table.Policy{Scale: 20 * time.Millisecond, Limit: 5, Algorithm: alg}, Hits: 1}
+			b := table.Request{ID: idB, Policy: table.Policy{Scale: 24 * time.Hour, Limit: 1}, Hits: 1}
 			if _, err := s.Check(ctx, b); err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,7 @@ const benchKeys = 1000
 func benchRequests() []table.Request {
 	reqs := make([]table.Request, benchKeys)
 	for i := range reqs {
-		reqs[i] = table.Request{ID: "user-" + strconv.Itoa(i*7919), Scale: time.Hour, Limit: 1 << 50, Hits: 1}
+		reqs[i] = table.Request{ID: "user-" + strconv.Itoa(i*7919), Policy: table.Policy{Scale: time.Hour, Limit: 1 << 50}, Hits: 1}
 	}
 	return reqs
 }

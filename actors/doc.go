@@ -3,7 +3,7 @@
 // github.com/asynkron/protoactor-go), behind a synchronous facade.
 //
 //	sys, err := actors.Start(ctx, actors.Config{})
-//	d, err := sys.Check(ctx, table.Request{ID: "alice", Scale: time.Minute, Limit: 100, Hits: 1})
+//	d, err := sys.Check(ctx, table.Request{ID: "alice", Policy: table.Policy{Scale: time.Minute, Limit: 100}, Hits: 1})
 //	err = sys.Stop(ctx)
 //
 // # How a check flows

@@ -135,7 +135,7 @@ func writeRecoveryData(b *testing.B, dir string, shards, n int, now time.Time) {
 		tables[i] = table.New(table.Config{TrackChanges: true})
 	}
 	hit := func(t *table.Table, id string) {
-		t.Apply(table.Request{ID: id, Scale: time.Hour, Limit: 100, Hits: 1}, now)
+		t.Apply(table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: 100}, Hits: 1}, now)
 	}
 	for i := range n {
 		id := fmt.Sprintf("user-%d", i)
@@ -202,7 +202,7 @@ func BenchmarkJournalGrowth(b *testing.B) {
 			<-tick.C
 			due := int(time.Since(start).Seconds()*rate) - sent
 			for range due {
-				if _, err := s.Check(ctx, table.Request{ID: "client-" + strconv.Itoa(sent%keys), Scale: time.Hour, Limit: 1 << 30, Hits: 1}); err != nil {
+				if _, err := s.Check(ctx, table.Request{ID: "client-" + strconv.Itoa(sent%keys), Policy: table.Policy{Scale: time.Hour, Limit: 1 << 30}, Hits: 1}); err != nil {
 					b.Fatal(err)
 				}
 				sent++

@@ -185,7 +185,7 @@ func TestExpiredBucketsAreNotRecovered(t *testing.T) {
 	clock := clocktest.New(time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%1000))
 	cfg := Config{Shards: 1, DataDir: dir, Clock: clock, SweepInterval: -1}
 	s := startSystem(t, cfg)
-	mustCheck(t, s, table.Request{ID: "short", Scale: time.Second, Limit: 5, Hits: 2})
+	mustCheck(t, s, table.Request{ID: "short", Policy: table.Policy{Scale: time.Second, Limit: 5}, Hits: 2})
 	mustCheck(t, s, hit("long", 5))
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ func Example() {
 	defer sys.Stop(ctx) //nolint:errcheck // nothing to do about it on the way out
 
 	// At most 2 requests per hour for this client.
-	req := table.Request{ID: "203.0.113.7", Scale: time.Hour, Limit: 2, Hits: 1}
+	req := table.Request{ID: "203.0.113.7", Policy: table.Policy{Scale: time.Hour, Limit: 2}, Hits: 1}
 	for range 3 {
 		d, err := sys.Check(ctx, req)
 		if err != nil {

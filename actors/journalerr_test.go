@@ -24,7 +24,7 @@ func bigBatch() []table.Request {
 	reqs := make([]table.Request, MaxCheckAll)
 	for i := range reqs {
 		p := fmt.Sprintf("%d-", i)
-		reqs[i] = table.Request{ID: p + strings.Repeat("x", table.MaxIDLen-len(p)), Scale: time.Hour, Limit: 1000, Hits: 1}
+		reqs[i] = table.Request{ID: p + strings.Repeat("x", table.MaxIDLen-len(p)), Policy: table.Policy{Scale: time.Hour, Limit: 1000}, Hits: 1}
 		if i%2 == 1 {
 			reqs[i].Namespace = strings.Repeat("n", table.MaxNamespaceLen)
 		}

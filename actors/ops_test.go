@@ -17,7 +17,7 @@ func TestRefundResetBuckets(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t, Config{Shards: 2})
 	ctx := context.Background()
-	req := table.Request{ID: "dora", Scale: time.Hour, Limit: 5, Hits: 4}
+	req := table.Request{ID: "dora", Policy: table.Policy{Scale: time.Hour, Limit: 5}, Hits: 4}
 	mustCheck(t, s, req)
 	req.Hits = 3
 	if d, err := s.Refund(ctx, req); err != nil || d.Count != 1 || d.Remaining != 4 {
@@ -27,7 +27,7 @@ func TestRefundResetBuckets(t *testing.T) {
 	if _, err := s.Refund(ctx, req); !errors.Is(err, table.ErrInvalid) {
 		t.Fatalf("Refund of 0 hits: got %v, want ErrInvalid", err)
 	}
-	other := table.Request{ID: "dora", Scale: time.Minute, Limit: 9, Hits: 2, Algorithm: table.TokenBucket}
+	other := table.Request{ID: "dora", Policy: table.Policy{Scale: time.Minute, Limit: 9, Algorithm: table.TokenBucket}, Hits: 2}
 	mustCheck(t, s, other)
 	bs, err := s.Buckets(ctx, "dora")
 	if err != nil || len(bs) != 2 || bs[0].Algorithm != table.FixedWindow || bs[0].Count != 1 || bs[1].Algorithm != table.TokenBucket || bs[1].Count != 2 {
@@ -51,8 +51,8 @@ func TestCheckAllIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t, Config{Shards: 4})
 	ctx := context.Background()
-	perUser := table.Request{ID: "user-1", Scale: time.Hour, Limit: 3, Hits: 1}
-	global := table.Request{ID: "global", Scale: time.Hour, Limit: 5, Hits: 1}
+	perUser := table.Request{ID: "user-1", Policy: table.Policy{Scale: time.Hour, Limit: 3}, Hits: 1}
+	global := table.Request{ID: "global", Policy: table.Policy{Scale: time.Hour, Limit: 5}, Hits: 1}
 	for i := range 3 {
 		if _, ok, err := s.CheckAll(ctx, []table.Request{perUser, global}); !ok || err != nil {
 			t.Fatalf("multi-check %d: got %v, %v; want allowed", i, ok, err)
@@ -70,7 +70,7 @@ func TestCheckAllIsAllOrNothing(t *testing.T) {
 	if _, _, err := s.CheckAll(ctx, nil); !errors.Is(err, table.ErrInvalid) {
 		t.Fatalf("empty CheckAll: got %v, want ErrInvalid", err)
 	}
-	if _, _, err := s.CheckAll(ctx, []table.Request{perUser, {ID: "", Scale: time.Second, Limit: 1}}); err == nil || err.Error() != "checks[1].id: is required" {
+	if _, _, err := s.CheckAll(ctx, []table.Request{perUser, {ID: "", Policy: table.Policy{Scale: time.Second, Limit: 1}}}); err == nil || err.Error() != "checks[1].id: is required" {
 		t.Fatalf("CheckAll with a bad request: got %v, want checks[1].id named", err)
 	}
 
@@ -85,8 +85,8 @@ func TestCheckAllIsAllOrNothing(t *testing.T) {
 		wg.Go(func() {
 			u := i % users
 			reqs := []table.Request{
-				{ID: fmt.Sprint("u-", u), Scale: time.Hour, Limit: 4, Hits: 1},
-				{ID: "shared", Scale: time.Hour, Limit: 50, Hits: 1},
+				{ID: fmt.Sprint("u-", u), Policy: table.Policy{Scale: time.Hour, Limit: 4}, Hits: 1},
+				{ID: "shared", Policy: table.Policy{Scale: time.Hour, Limit: 50}, Hits: 1},
 			}
 			_, ok, err := s.CheckAll(ctx, reqs)
 			if err != nil {
@@ -103,12 +103,12 @@ func TestCheckAllIsAllOrNothing(t *testing.T) {
 	if n := admitted.Load(); n != 50 {
 		t.Fatalf("admitted %d multi-checks, want exactly 50 (the shared limit; 20 users × 4 = 80 would allow more)", n)
 	}
-	shared := mustCheck(t, s, table.Request{ID: "shared", Scale: time.Hour, Limit: 50})
+	shared := mustCheck(t, s, table.Request{ID: "shared", Policy: table.Policy{Scale: time.Hour, Limit: 50}})
 	if shared.Count != 50 {
 		t.Fatalf("shared count %d, want 50", shared.Count)
 	}
 	for u := range users {
-		d := mustCheck(t, s, table.Request{ID: fmt.Sprint("u-", u), Scale: time.Hour, Limit: 4})
+		d := mustCheck(t, s, table.Request{ID: fmt.Sprint("u-", u), Policy: table.Policy{Scale: time.Hour, Limit: 4}})
 		if d.Count != perUserAdmitted[u].Load() {
 			t.Fatalf("u-%d: count %d, but %d admitted (a refund was lost or doubled)", u, d.Count, perUserAdmitted[u].Load())
 		}
@@ -123,7 +123,7 @@ func TestMaxBucketsAcrossShards(t *testing.T) {
 	s := startSystem(t, Config{Shards: shards, MaxBuckets: limit, SweepInterval: -1})
 	full := 0
 	for i := range flood {
-		d := mustCheck(t, s, table.Request{ID: fmt.Sprint("flood-", i), Scale: time.Hour, Limit: 1, Hits: 1})
+		d := mustCheck(t, s, table.Request{ID: fmt.Sprint("flood-", i), Policy: table.Policy{Scale: time.Hour, Limit: 1}, Hits: 1})
 		if d.Full {
 			full++
 		}
@@ -134,7 +134,7 @@ func TestMaxBucketsAcrossShards(t *testing.T) {
 	}
 	e := startSystem(t, Config{Shards: shards, MaxBuckets: limit, EvictOldest: true, SweepInterval: -1})
 	for i := range flood {
-		if d := mustCheck(t, e, table.Request{ID: fmt.Sprint("flood-", i), Scale: time.Hour, Limit: 1, Hits: 1}); !d.Allowed {
+		if d := mustCheck(t, e, table.Request{ID: fmt.Sprint("flood-", i), Policy: table.Policy{Scale: time.Hour, Limit: 1}, Hits: 1}); !d.Allowed {
 			t.Fatalf("evict-oldest refused check %d: %+v", i, d)
 		}
 	}
@@ -162,7 +162,7 @@ func TestCardinalityFlood(t *testing.T) {
 				for w := range workers {
 					wg.Go(func() {
 						for i := from + w; i < to; i += workers {
-							d, err := s.Check(ctx, table.Request{ID: fmt.Sprint("flood-", i), Scale: time.Hour, Limit: 10, Hits: 1})
+							d, err := s.Check(ctx, table.Request{ID: fmt.Sprint("flood-", i), Policy: table.Policy{Scale: time.Hour, Limit: 10}, Hits: 1})
 							if err != nil {
 								t.Error(err)
 								return

@@ -34,7 +34,7 @@ func startSystem(t testing.TB, cfg Config) *System {
 }
 
 func hit(id string, limit int64) table.Request {
-	return table.Request{ID: id, Scale: time.Hour, Limit: limit, Hits: 1}
+	return table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: limit}, Hits: 1}
 }
 
 // sameShard returns n distinct ids that all map to the shard of first.
@@ -80,7 +80,7 @@ func TestConcurrentChecksAdmitExactlyTheLimit(t *testing.T) {
 func TestInvalidRequestIsRejectedBeforeAnyOwner(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t, Config{})
-	_, err := s.Check(context.Background(), table.Request{ID: "k", Scale: 0, Limit: 1, Hits: 1})
+	_, err := s.Check(context.Background(), table.Request{ID: "k", Policy: table.Policy{Scale: 0, Limit: 1}, Hits: 1})
 	var fe *table.FieldError
 	if !errors.As(err, &fe) || fe.Field != "scale" {
 		t.Fatalf("got %v, want a FieldError on scale", err)
@@ -213,7 +213,7 @@ func TestSweeperDeletesOnlyExpiredBuckets(t *testing.T) {
 	s := startSystem(t, Config{Shards: 3, Clock: clock, SweepInterval: 10 * time.Second, SweepBatch: 7, SweepObserver: reports})
 	ctx := context.Background()
 	for i := range 100 {
-		if _, err := s.Check(ctx, table.Request{ID: fmt.Sprint("short-", i), Scale: time.Second, Limit: 5, Hits: 1}); err != nil {
+		if _, err := s.Check(ctx, table.Request{ID: fmt.Sprint("short-", i), Policy: table.Policy{Scale: time.Second, Limit: 5}, Hits: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -354,7 +354,7 @@ func TestSweepLetsChecksInBetweenSlices(t *testing.T) {
 	t.Cleanup(func() { close(proceed) }) // before Stop, which waits for the owner
 	ctx := context.Background()
 	for i := range 3 * sweepSlice {
-		if _, err := s.Check(ctx, table.Request{ID: fmt.Sprint("short-", i), Scale: time.Second, Limit: 5, Hits: 1}); err != nil {
+		if _, err := s.Check(ctx, table.Request{ID: fmt.Sprint("short-", i), Policy: table.Policy{Scale: time.Second, Limit: 5}, Hits: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

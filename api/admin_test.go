@@ -217,8 +217,8 @@ func TestAdminRoutes(t *testing.T) {
 func TestAdminRules(t *testing.T) {
 	t.Parallel()
 	f := newAdminFixture(t,
-		rules.Rule{Name: "login", Scale: 30 * time.Second, Limit: 2, Match: rules.Match{Prefix: "/login", Method: "post"}},
-		rules.Rule{Name: "api", Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 20},
+		rules.Rule{Name: "login", Policy: table.Policy{Scale: 30 * time.Second, Limit: 2}, Match: rules.Match{Prefix: "/login", Method: "post"}},
+		rules.Rule{Name: "api", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 20}},
 	)
 	// GET /rules: sorted by name, in canonical form.
 	r := f.call(t, "GET", "/rules", "")
@@ -276,7 +276,7 @@ func TestAdminRules(t *testing.T) {
 // changes nothing.
 func TestAdminPutRuleErrors(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, rules.Rule{Name: "login", Scale: time.Minute, Limit: 2, Match: rules.Match{Prefix: "/login"}})
+	f := newAdminFixture(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}, Match: rules.Match{Prefix: "/login"}})
 	tests := []struct {
 		name, path, body string
 		want             errorBody
@@ -349,7 +349,7 @@ func TestAdminWithoutRules(t *testing.T) {
 
 func TestAdminReset(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, rules.Rule{Name: "login", Scale: time.Minute, Limit: 1})
+	f := newAdminFixture(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 1}})
 	for _, q := range []string{"id=r&scale=1m&limit=1", "id=r&rule=login", "id=r&scale=1m&limit=1&algorithm=token_bucket&burst=1"} {
 		if r := f.check(t, q); r.status != 200 {
 			t.Fatalf("%s: got status %d, want 200", q, r.status)
@@ -387,7 +387,7 @@ func TestAdminReset(t *testing.T) {
 
 func TestAdminBuckets(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, rules.Rule{Name: "tb", Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 2})
+	f := newAdminFixture(t, rules.Rule{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 2}})
 	for _, q := range []string{"id=b&scale=1s&limit=3", "id=b&rule=tb", "id=b&scale=1s&limit=3&algorithm=sliding_window&hits=2"} {
 		if r := f.check(t, q); r.status != 200 {
 			t.Fatalf("%s: got status %d, want 200", q, r.status)
@@ -472,7 +472,7 @@ func TestAdminBackendErrors(t *testing.T) {
 // the middleware, sharing the Store, stops limiting on the very next request.
 func TestAdminDeleteStopsMiddleware(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, rules.Rule{Name: "api", Scale: time.Hour, Limit: 1, Match: rules.Match{Prefix: "/api"}})
+	f := newAdminFixture(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Match: rules.Match{Prefix: "/api"}})
 	mw, err := api.Middleware(f.sys, api.MiddlewareOptions{Rules: f.store})
 	if err != nil {
 		t.Fatal(err)

@@ -20,8 +20,8 @@ func batchServer(t *testing.T, opts api.Options) string {
 	t.Helper()
 	sys, _ := startClocked(t, actors.Config{})
 	opts.Rules = newStore(t,
-		rules.Rule{Name: "login", Scale: time.Minute, Limit: 2},
-		rules.Rule{Name: "watch", Scale: time.Minute, Limit: 1, Shadow: true},
+		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
+		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
 	)
 	return startServer(t, sys, opts).URL
 }
@@ -216,7 +216,7 @@ func TestBatchCheckerErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeChecker{err: tt.err}
-			srv := startServer(t, f, api.Options{Rules: newStore(t, rules.Rule{Name: "watch", Scale: time.Second, Limit: 1, Shadow: true})})
+			srv := startServer(t, f, api.Options{Rules: newStore(t, rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Second, Limit: 1}, Shadow: true})})
 			r := do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `[{"id":"s","rule":"watch"},{"id":"a","scale":1000,"limit":1},{"id":"b","scale":1000,"limit":1}]`)
 			if r.status != tt.want {
 				t.Fatalf("got status %d, want %d; body %s", r.status, tt.want, r.body)

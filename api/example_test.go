@@ -14,6 +14,7 @@ import (
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/rules"
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 // ExampleMiddleware limits a handler to two requests per client address
@@ -26,7 +27,7 @@ func ExampleMiddleware() {
 	}
 	defer sys.Stop(ctx)
 
-	limit, err := api.Middleware(sys, api.MiddlewareOptions{Scale: time.Hour, Limit: 2})
+	limit, err := api.Middleware(sys, api.MiddlewareOptions{Policy: table.Policy{Scale: time.Hour, Limit: 2}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func ExampleNewHandler_rules() {
 	}
 	defer sys.Stop(ctx)
 
-	store, err := rules.NewStore([]rules.Rule{{Name: "login", Scale: time.Hour, Limit: 2}})
+	store, err := rules.NewStore([]rules.Rule{{Name: "login", Policy: table.Policy{Scale: time.Hour, Limit: 2}}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func ExampleMiddleware_rules() {
 	}
 	defer sys.Stop(ctx)
 	store, err := rules.NewStore([]rules.Rule{
-		{Name: "api", Scale: time.Hour, Limit: 1, Match: rules.Match{Prefix: "/api"}},
+		{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Match: rules.Match{Prefix: "/api"}},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -70,8 +70,8 @@ type badInput struct {
 func badInputRules(t testing.TB) *rules.Store {
 	t.Helper()
 	st, err := rules.NewStore([]rules.Rule{
-		{Name: "login", Scale: time.Hour, Limit: 5},
-		{Name: "slow", Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}, // refill over MaxScale
+		{Name: "login", Policy: table.Policy{Scale: time.Hour, Limit: 5}},
+		{Name: "slow", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}}, // refill over MaxScale
 	})
 	if err != nil {
 		t.Fatal(err)

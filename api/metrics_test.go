@@ -12,6 +12,7 @@ import (
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/rules"
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 // scrape returns the sample lines of GET /metrics, keyed by series.
@@ -110,7 +111,7 @@ func TestMetricsResults(t *testing.T) {
 	t.Parallel()
 	m := api.NewMetrics()
 	srv := startServer(t, startSystem(t), api.Options{Metrics: m, Rules: newStore(t,
-		rules.Rule{Name: "watch", Scale: time.Hour, Limit: 1, Shadow: true})})
+		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Shadow: true})})
 	before := scrape(t, srv.URL)
 	for _, k := range []string{`ratelimitd_checks_total{result="full"}`, `ratelimitd_checks_total{result="shadow_denied"}`, `ratelimitd_refunds_total`} {
 		if before[k] != "0" {
@@ -149,7 +150,7 @@ func TestMetricsResults(t *testing.T) {
 func TestMetricsRules(t *testing.T) {
 	t.Parallel()
 	m := api.NewMetrics()
-	st, err := rules.NewStore([]rules.Rule{{Name: "login", Scale: time.Minute, Limit: 5}})
+	st, err := rules.NewStore([]rules.Rule{{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 5}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestMetricsRules(t *testing.T) {
 	m.RulesReloaded(true, false)
 	m.RulesReloaded(false, false)
 	m.RulesReloaded(false, false)
-	if _, err := st.Put(rules.Rule{Name: "api", Scale: time.Second, Limit: 10}); err != nil {
+	if _, err := st.Put(rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Second, Limit: 10}}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(m.Handler())

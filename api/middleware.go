@@ -8,7 +8,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
@@ -23,14 +22,11 @@ import (
 //     (otherwise the request passes unlimited);
 //   - else Scale and Limit.
 type MiddlewareOptions struct {
-	// Scale is the window, a whole number of milliseconds between
-	// table.MinScale and table.MaxScale. Required without Rules; with
-	// Rules and no Rule, optional (the limit of requests no rule
-	// matches); with Rule, it must be zero.
-	Scale time.Duration
-	// Limit is the number of requests admitted per key and window; positive
-	// when Scale is set, zero when it is not.
-	Limit int64
+	// Policy is the limit of every request per key: Limit, positive,
+	// requests per Scale, counted by Algorithm (with Burst for the
+	// buckets). Required without Rules; with Rules and no Rule, optional
+	// (the limit of requests no rule matches); with Rule, it must be zero.
+	table.Policy
 	// DenyStatus is the status of a denied request: 413 (the default, when
 	// zero) or 429.
 	DenyStatus int
@@ -91,8 +87,7 @@ func Middleware(c Checker, opts MiddlewareOptions) (func(http.Handler) http.Hand
 	m := &middleware{
 		responder: responder{denyStatus: deny, noRateLimitHeaders: opts.NoRateLimitHeaders},
 		checker:   c,
-		scale:     opts.Scale,
-		limit:     opts.Limit,
+		policy:    opts.Policy,
 		key:       opts.KeyFunc,
 		rules:     opts.Rules,
 		rule:      opts.Rule,
@@ -111,13 +106,13 @@ func Middleware(c Checker, opts MiddlewareOptions) (func(http.Handler) http.Hand
 		if _, ok := opts.Rules.Current().Get(opts.Rule); !ok {
 			return nil, fmt.Errorf("%w: Rule %q is not in Rules", ErrInvalidOption, opts.Rule)
 		}
-		if opts.Scale != 0 || opts.Limit != 0 {
+		if opts.Policy != (table.Policy{}) {
 			return nil, fmt.Errorf("%w: Scale and Limit must be zero with Rule: they come from the rule", ErrInvalidOption)
 		}
-	case opts.Rules != nil && opts.Scale == 0 && opts.Limit == 0:
+	case opts.Rules != nil && opts.Policy == (table.Policy{}):
 		// Requests no rule matches pass unlimited.
 	default:
-		if err := validLimit(opts.Scale, opts.Limit); err != nil {
+		if err := validLimit(&opts.Policy); err != nil {
 			return nil, err
 		}
 		m.fallback = true
@@ -128,13 +123,12 @@ func Middleware(c Checker, opts MiddlewareOptions) (func(http.Handler) http.Hand
 	return m.wrap, nil
 }
 
-// validLimit validates the Scale and Limit of MiddlewareOptions.
-func validLimit(scale time.Duration, limit int64) error {
-	if limit <= 0 {
-		return fmt.Errorf("%w: Limit must be positive, got %d", ErrInvalidOption, limit)
+// validLimit validates the Policy of MiddlewareOptions.
+func validLimit(p *table.Policy) error {
+	if p.Limit <= 0 {
+		return fmt.Errorf("%w: Limit must be positive, got %d", ErrInvalidOption, p.Limit)
 	}
-	probe := table.Request{ID: "x", Scale: scale, Limit: limit, Hits: 1}
-	if err := probe.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		var fe *table.FieldError
 		if errors.As(err, &fe) && fe.Field == "scale" {
 			return fmt.Errorf("%w: Scale %s", ErrInvalidOption, fe.Rule)
@@ -147,9 +141,8 @@ func validLimit(scale time.Duration, limit int64) error {
 type middleware struct {
 	responder
 	checker  Checker
-	scale    time.Duration
-	limit    int64
-	fallback bool // scale and limit apply to requests no rule covers
+	policy   table.Policy
+	fallback bool // policy applies to requests no rule covers
 	key      func(*http.Request) string
 	rules    *rules.Store // nil: no rules
 	rule     string       // the rule of every request, or "": match
@@ -178,7 +171,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			req = ruleRequest(rule, ruleID(r, &rule, m.key, m.user), 1)
 			a.rule, a.shadow = rule.Name, rule.Shadow
 		} else if m.fallback {
-			req = table.Request{ID: m.key(r), Scale: m.scale, Limit: m.limit, Hits: 1}
+			req = table.Request{ID: m.key(r), Policy: m.policy, Hits: 1}
 		} else {
 			next.ServeHTTP(w, r)
 			return

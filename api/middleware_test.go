@@ -19,8 +19,8 @@ import (
 
 func TestMiddlewareOptions(t *testing.T) {
 	t.Parallel()
-	ok := api.MiddlewareOptions{Scale: time.Second, Limit: 1}
-	st := newStore(t, rules.Rule{Name: "login", Scale: time.Minute, Limit: 1})
+	ok := api.MiddlewareOptions{Policy: table.Policy{Scale: time.Second, Limit: 1}}
+	st := newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 1}})
 	with := func(f func(*api.MiddlewareOptions)) api.MiddlewareOptions {
 		o := ok
 		f(&o)
@@ -48,8 +48,8 @@ func TestMiddlewareOptions(t *testing.T) {
 		{"rule without rules", &fakeChecker{}, api.MiddlewareOptions{Rule: "login"}, "Rules"},
 		{"unknown rule", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Rule: "nope"}, "Rule"},
 		{"rule and scale", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Rules, o.Rule = st, "login" }), "Scale"},
-		{"rules and scale only", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Scale: time.Second}, "Limit"},
-		{"rules and limit only", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Limit: 1}, "Scale"},
+		{"rules and scale only", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Policy: table.Policy{Scale: time.Second}}, "Limit"},
+		{"rules and limit only", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Policy: table.Policy{Limit: 1}}, "Scale"},
 		{"no limit at all", &fakeChecker{}, api.MiddlewareOptions{}, "Limit"},
 	}
 	for _, tt := range tests {
@@ -89,11 +89,14 @@ func TestMiddleware(t *testing.T) {
 		wantStatus []int
 		wantKey    string
 	}{
-		{"default key", api.MiddlewareOptions{Scale: table.MaxScale, Limit: 2}, []int{200, 200, 413, 413}, "127.0.0.1"},
-		{"429", api.MiddlewareOptions{Scale: table.MaxScale, Limit: 1, DenyStatus: 429}, []int{200, 429}, "127.0.0.1"},
-		{"key func", api.MiddlewareOptions{Scale: table.MaxScale, Limit: 2, KeyFunc: func(r *http.Request) string {
-			return r.Header.Get("X-Api-Key")
-		}}, []int{200, 200, 413}, "key \"1\""},
+		{"default key", api.MiddlewareOptions{Policy: table.Policy{Scale: table.MaxScale, Limit: 2}}, []int{200, 200, 413, 413}, "127.0.0.1"},
+		{"429", api.MiddlewareOptions{Policy: table.Policy{Scale: table.MaxScale, Limit: 1}, DenyStatus: 429}, []int{200, 429}, "127.0.0.1"},
+		{"key func", api.MiddlewareOptions{
+			Policy: table.Policy{Scale: table.MaxScale, Limit: 2},
+			KeyFunc: func(r *http.Request) string {
+				return r.Header.Get("X-Api-Key")
+			},
+		}, []int{200, 200, 413}, "key \"1\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,7 +178,7 @@ func TestMiddlewareErrors(t *testing.T) {
 			if c == nil {
 				c = startSystem(t)
 			}
-			mw, err := api.Middleware(c, api.MiddlewareOptions{Scale: time.Second, Limit: 5, KeyFunc: tt.key})
+			mw, err := api.Middleware(c, api.MiddlewareOptions{Policy: table.Policy{Scale: time.Second, Limit: 5}, KeyFunc: tt.key})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +213,7 @@ func TestMiddlewareRemoteAddr(t *testing.T) {
 		t.Run(tt.remote, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeChecker{d: table.Decision{Allowed: true, Limit: 1}}
-			mw, err := api.Middleware(f, api.MiddlewareOptions{Scale: time.Second, Limit: 1})
+			mw, err := api.Middleware(f, api.MiddlewareOptions{Policy: table.Policy{Scale: time.Second, Limit: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,9 +285,9 @@ func keyHeader(r *http.Request) string { return r.Header.Get("X-Key") }
 func TestMiddlewareRules(t *testing.T) {
 	t.Parallel()
 	st := newStore(t,
-		rules.Rule{Name: "login", Scale: time.Hour, Limit: 1, Match: rules.Match{Prefix: "/login", Method: "POST"}},
-		rules.Rule{Name: "api", Scale: time.Hour, Limit: 2, Match: rules.Match{Prefix: "/api/"}},
-		rules.Rule{Name: "watch", Scale: time.Hour, Limit: 1, Shadow: true, Match: rules.Match{Prefix: "/watch"}},
+		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Match: rules.Match{Prefix: "/login", Method: "POST"}},
+		rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 2}, Match: rules.Match{Prefix: "/api/"}},
+		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Shadow: true, Match: rules.Match{Prefix: "/watch"}},
 	)
 	const login, apiP, watch = `"login";q=1;w=3600`, `"api";q=2;w=3600`, `"watch";q=1;w=3600`
 	tests := []struct {
@@ -309,7 +312,7 @@ func TestMiddlewareRules(t *testing.T) {
 			{"GET", "/anything", "", 200, login, true},
 			{"GET", "/api/x", "", 413, login, false},
 		}},
-		{"with a fallback", api.MiddlewareOptions{Rules: st, Scale: time.Hour, Limit: 1, KeyFunc: keyHeader}, []mwStep{
+		{"with a fallback", api.MiddlewareOptions{Rules: st, Policy: table.Policy{Scale: time.Hour, Limit: 1}, KeyFunc: keyHeader}, []mwStep{
 			{"GET", "/api/x", "", 200, apiP, true},
 			{"GET", "/elsewhere", "", 200, `"default";q=1;w=3600`, true},
 			{"GET", "/elsewhere/too", "", 413, `"default";q=1;w=3600`, false},
@@ -333,7 +336,7 @@ func TestMiddlewareRules(t *testing.T) {
 func TestMiddlewareRuleDeleted(t *testing.T) {
 	t.Parallel()
 	for _, byName := range []bool{false, true} {
-		st := newStore(t, rules.Rule{Name: "api", Scale: time.Hour, Limit: 1, Match: rules.Match{Prefix: "/api"}})
+		st := newStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Match: rules.Match{Prefix: "/api"}})
 		opts := api.MiddlewareOptions{Rules: st}
 		if byName {
 			opts.Rule = "api"
@@ -361,7 +364,7 @@ func TestMiddlewareRuleDeleted(t *testing.T) {
 func TestMiddlewareFull(t *testing.T) {
 	t.Parallel()
 	sys, _ := startClocked(t, actors.Config{MaxBuckets: 1})
-	mw, err := api.Middleware(sys, api.MiddlewareOptions{Scale: 30 * time.Second, Limit: 5, KeyFunc: keyHeader})
+	mw, err := api.Middleware(sys, api.MiddlewareOptions{Policy: table.Policy{Scale: 30 * time.Second, Limit: 5}, KeyFunc: keyHeader})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,9 +391,9 @@ func TestMiddlewareKeySources(t *testing.T) {
 	t.Parallel()
 	sys := startSystem(t)
 	st := newStore(t,
-		rules.Rule{Name: "api", Scale: time.Hour, Limit: 1, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}},
-		rules.Rule{Name: "q", Scale: time.Hour, Limit: 1, Key: "query:token", Match: rules.Match{Prefix: "/q"}},
-		rules.Rule{Name: "me", Scale: time.Hour, Limit: 1, Key: "user", Match: rules.Match{Prefix: "/me"}},
+		rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}},
+		rules.Rule{Name: "q", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "query:token", Match: rules.Match{Prefix: "/q"}},
+		rules.Rule{Name: "me", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "user", Match: rules.Match{Prefix: "/me"}},
 	)
 	mw, err := api.Middleware(sys, api.MiddlewareOptions{Rules: st, KeyFunc: keyHeader})
 	if err != nil {
@@ -445,7 +448,9 @@ func TestMiddlewareOnDenyAndNoHeaders(t *testing.T) {
 	sys := startSystem(t)
 	var got table.Decision
 	mw, err := api.Middleware(sys, api.MiddlewareOptions{
-		Scale: time.Hour, Limit: 1, KeyFunc: keyHeader, NoRateLimitHeaders: true,
+		Policy:             table.Policy{Scale: time.Hour, Limit: 1},
+		KeyFunc:            keyHeader,
+		NoRateLimitHeaders: true,
 		OnDeny: func(w http.ResponseWriter, r *http.Request, d table.Decision) {
 			got = d
 			w.WriteHeader(http.StatusTeapot)
@@ -481,7 +486,7 @@ func TestMiddlewareOnDenyAndNoHeaders(t *testing.T) {
 func BenchmarkMiddlewareOverhead(b *testing.B) {
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
 	sys := startSystem(b)
-	mw, err := api.Middleware(sys, api.MiddlewareOptions{Scale: time.Hour, Limit: 1 << 40, KeyFunc: keyHeader})
+	mw, err := api.Middleware(sys, api.MiddlewareOptions{Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, KeyFunc: keyHeader})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -232,10 +232,7 @@ func ruleRequest(r rules.Rule, id string, hits int64) table.Request {
 	return table.Request{
 		ID:        id,
 		Hits:      hits,
-		Scale:     r.Scale,
-		Limit:     r.Limit,
-		Burst:     r.Burst,
-		Algorithm: r.Algorithm,
+		Policy:    table.Policy{Scale: r.Scale, Limit: r.Limit, Burst: r.Burst, Algorithm: r.Algorithm},
 		Namespace: r.Name,
 	}
 }

@@ -25,13 +25,13 @@ func TestParseQuery(t *testing.T) {
 		wantRule  string
 		wantField string
 	}{
-		{"id=a&scale=30000&limit=500", modeCheck, table.Request{ID: "a", Scale: 30 * time.Second, Limit: 500, Hits: 1}, "", ""},
-		{"limit=5&hits=0&scale=1m30s&id=b%2Fc", modeCheck, table.Request{ID: "b/c", Scale: 90 * time.Second, Limit: 5}, "", ""},
-		{"id=a&scale=1&limit=9223372036854775807&hits=9223372036854775807", modeCheck, table.Request{ID: "a", Scale: time.Millisecond, Limit: math.MaxInt64, Hits: math.MaxInt64}, "", ""},
-		{"id=a&scale=1&limit=1&algorithm=", modeCheck, table.Request{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: 1}, "", ""},
-		{"id=a&scale=1s&limit=3&algorithm=token_bucket&burst=5", modeCheck, table.Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 1, Algorithm: table.TokenBucket, Burst: 5}, "", ""},
-		{"id=a&scale=1s&limit=3&algorithm=leaky_bucket&burst=0", modeCheck, table.Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 1, Algorithm: table.LeakyBucket}, "", ""},
-		{"id=a&scale=1s&limit=3&algorithm=sliding_window", modeCheck, table.Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 1, Algorithm: table.SlidingWindow}, "", ""},
+		{"id=a&scale=30000&limit=500", modeCheck, table.Request{ID: "a", Policy: table.Policy{Scale: 30 * time.Second, Limit: 500}, Hits: 1}, "", ""},
+		{"limit=5&hits=0&scale=1m30s&id=b%2Fc", modeCheck, table.Request{ID: "b/c", Policy: table.Policy{Scale: 90 * time.Second, Limit: 5}}, "", ""},
+		{"id=a&scale=1&limit=9223372036854775807&hits=9223372036854775807", modeCheck, table.Request{ID: "a", Policy: table.Policy{Scale: time.Millisecond, Limit: math.MaxInt64}, Hits: math.MaxInt64}, "", ""},
+		{"id=a&scale=1&limit=1&algorithm=", modeCheck, table.Request{ID: "a", Policy: table.Policy{Scale: time.Millisecond, Limit: 1}, Hits: 1}, "", ""},
+		{"id=a&scale=1s&limit=3&algorithm=token_bucket&burst=5", modeCheck, table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3, Algorithm: table.TokenBucket, Burst: 5}, Hits: 1}, "", ""},
+		{"id=a&scale=1s&limit=3&algorithm=leaky_bucket&burst=0", modeCheck, table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3, Algorithm: table.LeakyBucket}, Hits: 1}, "", ""},
+		{"id=a&scale=1s&limit=3&algorithm=sliding_window", modeCheck, table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3, Algorithm: table.SlidingWindow}, Hits: 1}, "", ""},
 		{"id=a&rule=login", modeCheck, table.Request{ID: "a", Hits: 1}, "login", ""},
 		{"rule=login&hits=0&id=a", modeCheck, table.Request{ID: "a"}, "login", ""},
 		{"id=a&scale=1&limit=0", modeCheck, table.Request{}, "", "limit"},
@@ -47,7 +47,7 @@ func TestParseQuery(t *testing.T) {
 		{"id=a&rule=x&algorithm=fixed_window", modeCheck, table.Request{}, "", "algorithm"},
 		{"id=a&rule=x&burst=0", modeCheck, table.Request{}, "", "burst"},
 		{"id=a&rule=x&rule=y", modeCheck, table.Request{}, "", "rule"},
-		{"id=a&scale=1s&limit=3&hits=-3", modeRefund, table.Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 3}, "", ""},
+		{"id=a&scale=1s&limit=3&hits=-3", modeRefund, table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3}, Hits: 3}, "", ""},
 		{"id=a&rule=x&hits=%2D9223372036854775807", modeRefund, table.Request{ID: "a", Hits: math.MaxInt64}, "x", ""},
 		{"id=a&scale=1s&limit=3", modeRefund, table.Request{}, "", "hits"},
 		{"id=a&scale=1s&limit=3&hits=3", modeRefund, table.Request{}, "", "hits"},
@@ -57,7 +57,7 @@ func TestParseQuery(t *testing.T) {
 		{"id=a&scale=1s&limit=3&hits=-9223372036854775808", modeRefund, table.Request{}, "", "hits"},
 		{"id=a&rule=x", modeRefund, table.Request{}, "", "hits"},
 		{"id=a&scale=1s&limit=3&hits=-1", modeCheck, table.Request{}, "", "hits"},
-		{"id=a&scale=1s&limit=3", modeReset, table.Request{ID: "a", Scale: time.Second, Limit: 3}, "", ""},
+		{"id=a&scale=1s&limit=3", modeReset, table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3}}, "", ""},
 		{"id=a&rule=x", modeReset, table.Request{ID: "a"}, "x", ""},
 		{"id=a&scale=1s&limit=3&hits=1", modeReset, table.Request{}, "", "hits"},
 		{"id=a", modeBuckets, table.Request{ID: "a"}, "", ""},
@@ -109,14 +109,14 @@ func TestParseJSON(t *testing.T) {
 		wantBatch bool
 		wantField string
 	}{
-		{`{"id":"a","scale":30000,"limit":500}`, modeCheck, []table.Request{{ID: "a", Scale: 30 * time.Second, Limit: 500, Hits: 1}}, false, ""},
-		{`{"id":"a","scale":"30s","limit":500,"hits":0}`, modeCheck, []table.Request{{ID: "a", Scale: 30 * time.Second, Limit: 500}}, false, ""},
-		{`{"id":"a","scale":1,"limit":1,"algorithm":"fixed_window"}`, modeCheck, []table.Request{{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: 1}}, false, ""},
-		{`{"id":"a","scale":1000,"limit":3,"algorithm":"token_bucket","burst":7}`, modeCheck, []table.Request{{ID: "a", Scale: time.Second, Limit: 3, Hits: 1, Algorithm: table.TokenBucket, Burst: 7}}, false, ""},
+		{`{"id":"a","scale":30000,"limit":500}`, modeCheck, []table.Request{{ID: "a", Policy: table.Policy{Scale: 30 * time.Second, Limit: 500}, Hits: 1}}, false, ""},
+		{`{"id":"a","scale":"30s","limit":500,"hits":0}`, modeCheck, []table.Request{{ID: "a", Policy: table.Policy{Scale: 30 * time.Second, Limit: 500}}}, false, ""},
+		{`{"id":"a","scale":1,"limit":1,"algorithm":"fixed_window"}`, modeCheck, []table.Request{{ID: "a", Policy: table.Policy{Scale: time.Millisecond, Limit: 1}, Hits: 1}}, false, ""},
+		{`{"id":"a","scale":1000,"limit":3,"algorithm":"token_bucket","burst":7}`, modeCheck, []table.Request{{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3, Algorithm: table.TokenBucket, Burst: 7}, Hits: 1}}, false, ""},
 		{`{"id":"a","rule":"r"}`, modeCheck, []table.Request{{ID: "a", Hits: 1}}, false, ""},
-		{`[{"id":"a","scale":1000,"limit":3},{"id":"b","rule":"r","hits":2}]`, modeCheck, []table.Request{{ID: "a", Scale: time.Second, Limit: 3, Hits: 1}, {ID: "b", Hits: 2}}, true, ""},
-		{` [ {"id":"a","scale":1000,"limit":3} ] `, modeCheck, []table.Request{{ID: "a", Scale: time.Second, Limit: 3, Hits: 1}}, true, ""},
-		{`{"id":"a","scale":1000,"limit":3,"hits":-3}`, modeRefund, []table.Request{{ID: "a", Scale: time.Second, Limit: 3, Hits: 3}}, false, ""},
+		{`[{"id":"a","scale":1000,"limit":3},{"id":"b","rule":"r","hits":2}]`, modeCheck, []table.Request{{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3}, Hits: 1}, {ID: "b", Hits: 2}}, true, ""},
+		{` [ {"id":"a","scale":1000,"limit":3} ] `, modeCheck, []table.Request{{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3}, Hits: 1}}, true, ""},
+		{`{"id":"a","scale":1000,"limit":3,"hits":-3}`, modeRefund, []table.Request{{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3}, Hits: 3}}, false, ""},
 		{`{"id":"a","scale":1,"limit":1,"hits":-0}`, modeCheck, nil, false, "hits"},
 		{`{"id":"a","scale":1,"limit":1}]`, modeCheck, nil, false, "body"},
 		{`{"id":"a","scale":1,"limit":1`, modeCheck, nil, false, "body"},
@@ -192,11 +192,11 @@ func TestParseJSONBatchSize(t *testing.T) {
 func testRules(t testing.TB) *rules.Set {
 	t.Helper()
 	set, err := rules.NewSet([]rules.Rule{
-		{Name: "login", Scale: 30 * time.Second, Limit: 5},
-		{Name: "tb", Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 20},
-		{Name: "zero", Scale: time.Second, Limit: 0},
-		{Name: "shadow", Scale: time.Second, Limit: 1, Shadow: true},
-		{Name: "toolong", Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2},
+		{Name: "login", Policy: table.Policy{Scale: 30 * time.Second, Limit: 5}},
+		{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 20}},
+		{Name: "zero", Policy: table.Policy{Scale: time.Second, Limit: 0}},
+		{Name: "shadow", Policy: table.Policy{Scale: time.Second, Limit: 1}, Shadow: true},
+		{Name: "toolong", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}},
 	}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -220,11 +220,11 @@ func TestResolve(t *testing.T) {
 		wantField string
 		wantErr   string
 	}{
-		{"ad hoc", "id=a&scale=1s&limit=2", set, table.Request{ID: "a", Scale: time.Second, Limit: 2, Hits: 1}, "", "", ""},
-		{"ad hoc without rules", "id=a&scale=1s&limit=2", nil, table.Request{ID: "a", Scale: time.Second, Limit: 2, Hits: 1}, "", "", ""},
-		{"rule", "id=a&rule=login&hits=2", set, table.Request{ID: "a", Scale: 30 * time.Second, Limit: 5, Hits: 2, Namespace: "login"}, "login", "", ""},
-		{"rule with burst", "id=a&rule=tb", set, table.Request{ID: "a", Scale: time.Second, Limit: 10, Burst: 20, Hits: 1, Algorithm: table.TokenBucket, Namespace: "tb"}, "tb", "", ""},
-		{"rule limit 0", "id=a&rule=zero", set, table.Request{ID: "a", Scale: time.Second, Hits: 1, Namespace: "zero"}, "zero", "", ""},
+		{"ad hoc", "id=a&scale=1s&limit=2", set, table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 2}, Hits: 1}, "", "", ""},
+		{"ad hoc without rules", "id=a&scale=1s&limit=2", nil, table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 2}, Hits: 1}, "", "", ""},
+		{"rule", "id=a&rule=login&hits=2", set, table.Request{ID: "a", Policy: table.Policy{Scale: 30 * time.Second, Limit: 5}, Hits: 2, Namespace: "login"}, "login", "", ""},
+		{"rule with burst", "id=a&rule=tb", set, table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 10, Burst: 20, Algorithm: table.TokenBucket}, Hits: 1, Namespace: "tb"}, "tb", "", ""},
+		{"rule limit 0", "id=a&rule=zero", set, table.Request{ID: "a", Policy: table.Policy{Scale: time.Second}, Hits: 1, Namespace: "zero"}, "zero", "", ""},
 		{"unknown rule", "id=a&rule=nope", set, table.Request{}, "", "rule", "rule: is not a configured rule"},
 		{"no store", "id=a&rule=login", nil, table.Request{}, "", "rule", "rule: no rules are configured"},
 		{"empty set", "id=a&rule=login", empty, table.Request{}, "", "rule", "rule: is not a configured rule"},

@@ -16,23 +16,15 @@ import (
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
-// ProxyLimit is one layer of a limiting proxy: at most Limit requests per
-// Scale, counted with Algorithm (Burst for the bucket algorithms).
-type ProxyLimit struct {
-	Scale     time.Duration
-	Limit     int64
-	Algorithm table.Algorithm
-	Burst     int64
-}
-
 // ProxyOptions configures NewProxy.
 type ProxyOptions struct {
 	// Upstream is where admitted requests go: scheme and host, and
 	// optionally a path prefix. Required.
 	Upstream *url.URL
-	// PerClient, PerHost and Global are the layers besides the URL rules;
-	// nil leaves a layer out. See NewProxy for the order.
-	PerClient, PerHost, Global *ProxyLimit
+	// PerClient, PerHost and Global are the layers besides the URL rules,
+	// each at most Limit requests per Scale; nil leaves a layer out. See
+	// NewProxy for the order.
+	PerClient, PerHost, Global *table.Policy
 	// Rules, when set, adds the layer of the URL rule Rules.Match picks for
 	// each request (its Key says whose budget it spends).
 	Rules *rules.Store
@@ -107,12 +99,11 @@ func NewProxy(c Checker, opts ProxyOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	for name, l := range map[string]*ProxyLimit{"PerClient": opts.PerClient, "PerHost": opts.PerHost, "Global": opts.Global} {
+	for name, l := range map[string]*table.Policy{"PerClient": opts.PerClient, "PerHost": opts.PerHost, "Global": opts.Global} {
 		if l == nil {
 			continue
 		}
-		probe := table.Request{ID: "x", Scale: l.Scale, Limit: l.Limit, Algorithm: l.Algorithm, Burst: l.Burst, Hits: 1}
-		if err := probe.Validate(); err != nil {
+		if err := l.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidOption, name, err)
 		}
 	}
@@ -239,8 +230,8 @@ func ruleID(r *http.Request, rule *rules.Rule, clientKey, user func(*http.Reques
 	return id
 }
 
-func layer(l *ProxyLimit, ns, id string) table.Request {
-	return table.Request{ID: id, Scale: l.Scale, Limit: l.Limit, Algorithm: l.Algorithm, Burst: l.Burst, Hits: 1, Namespace: ns}
+func layer(l *table.Policy, ns, id string) table.Request {
+	return table.Request{ID: id, Policy: *l, Hits: 1, Namespace: ns}
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -97,7 +97,7 @@ func proxyGet(t testing.TB, srv *httptest.Server, path string, hdr map[string]st
 func TestProxyLimitsBeforeTheUpstream(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
-	srv := startProxy(t, up.URL, api.ProxyOptions{PerClient: &api.ProxyLimit{Scale: time.Hour, Limit: 3}})
+	srv := startProxy(t, up.URL, api.ProxyOptions{PerClient: &table.Policy{Scale: time.Hour, Limit: 3}})
 	for i := range 5 {
 		r := proxyGet(t, srv, "/page", map[string]string{"X-Test-Client": "203.0.113.7"})
 		switch {
@@ -126,7 +126,7 @@ func TestProxyLimitsBeforeTheUpstream(t *testing.T) {
 func TestProxyForwardsByteForByte(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
-	srv := startProxy(t, up.URL, api.ProxyOptions{Global: &api.ProxyLimit{Scale: time.Hour, Limit: 100}})
+	srv := startProxy(t, up.URL, api.ProxyOptions{Global: &table.Policy{Scale: time.Hour, Limit: 100}})
 	body := bytes.Repeat([]byte("0123456789abcdef"), 5<<20/16)
 	req, _ := http.NewRequest("PUT", srv.URL+"/a/b%20c?x=1&y=%C3%A9&x=2", bytes.NewReader(body))
 	req.Header.Set("X-Custom", "v1")
@@ -159,8 +159,8 @@ func TestProxyLayersAllOrNothing(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
 	srv := startProxy(t, up.URL, api.ProxyOptions{
-		PerClient: &api.ProxyLimit{Scale: time.Hour, Limit: 2},
-		Global:    &api.ProxyLimit{Scale: time.Hour, Limit: 3},
+		PerClient: &table.Policy{Scale: time.Hour, Limit: 2},
+		Global:    &table.Policy{Scale: time.Hour, Limit: 3},
 	})
 	steps := []struct {
 		client string
@@ -184,8 +184,8 @@ func TestProxyURLRules(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
 	st, err := rules.NewStore([]rules.Rule{
-		{Name: "api", Scale: time.Hour, Limit: 2, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}},
-		{Name: "watch", Scale: time.Hour, Limit: 1, Shadow: true, Match: rules.Match{Prefix: "/watch"}},
+		{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 2}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}},
+		{Name: "watch", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Shadow: true, Match: rules.Match{Prefix: "/watch"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestProxyUpstreamDown(t *testing.T) {
 	}
 	dead := "http://" + ln.Addr().String()
 	ln.Close()
-	srv := startProxy(t, dead, api.ProxyOptions{PerClient: &api.ProxyLimit{Scale: time.Hour, Limit: 2}})
+	srv := startProxy(t, dead, api.ProxyOptions{PerClient: &table.Policy{Scale: time.Hour, Limit: 2}})
 	for i, want := range []int{502, 502, 413} {
 		r := proxyGet(t, srv, "/", map[string]string{"X-Test-Client": "x"})
 		if r.status != want {
@@ -271,7 +271,7 @@ func TestProxyForwardedFor(t *testing.T) {
 func TestProxyExactUnderLoad(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
-	srv := startProxy(t, up.URL, api.ProxyOptions{Global: &api.ProxyLimit{Scale: time.Hour, Limit: 100}})
+	srv := startProxy(t, up.URL, api.ProxyOptions{Global: &table.Policy{Scale: time.Hour, Limit: 100}})
 	var ok, denied atomic.Int64
 	var wg sync.WaitGroup
 	for c := range 8 {
@@ -299,10 +299,10 @@ func TestProxyOptions(t *testing.T) {
 	for name, opts := range map[string]api.ProxyOptions{
 		"no upstream":   {},
 		"bad scheme":    {Upstream: &url.URL{Scheme: "ftp", Host: "x"}},
-		"bad limit":     {Upstream: u, Global: &api.ProxyLimit{Scale: time.Hour, Limit: -1}},
-		"bad scale":     {Upstream: u, PerClient: &api.ProxyLimit{Scale: time.Nanosecond, Limit: 1}},
+		"bad limit":     {Upstream: u, Global: &table.Policy{Scale: time.Hour, Limit: -1}},
+		"bad scale":     {Upstream: u, PerClient: &table.Policy{Scale: time.Nanosecond, Limit: 1}},
 		"deny status":   {Upstream: u, DenyStatus: 500},
-		"bad algorithm": {Upstream: u, PerHost: &api.ProxyLimit{Scale: time.Hour, Limit: 1, Algorithm: table.Algorithm(9)}},
+		"bad algorithm": {Upstream: u, PerHost: &table.Policy{Scale: time.Hour, Limit: 1, Algorithm: table.Algorithm(9)}},
 	} {
 		if _, err := api.NewProxy(sys, opts); err == nil {
 			t.Errorf("%s: NewProxy accepted %+v", name, opts)
@@ -333,8 +333,8 @@ func BenchmarkProxy(b *testing.B) {
 	m := api.NewMetrics()
 	h, err := api.NewProxy(sys, api.ProxyOptions{
 		Upstream:  u,
-		PerClient: &api.ProxyLimit{Scale: time.Hour, Limit: 1 << 40},
-		Global:    &api.ProxyLimit{Scale: time.Hour, Limit: 1 << 40},
+		PerClient: &table.Policy{Scale: time.Hour, Limit: 1 << 40},
+		Global:    &table.Policy{Scale: time.Hour, Limit: 1 << 40},
 		Metrics:   m,
 	})
 	if err != nil {
@@ -371,7 +371,7 @@ func TestProxyBadInput(t *testing.T) {
 	up := startUpstream(t)
 	sys := startSystem(t)
 	u, _ := url.Parse(up.URL)
-	h, err := api.NewProxy(sys, api.ProxyOptions{Upstream: u, PerClient: &api.ProxyLimit{Scale: time.Hour, Limit: 1000}, PerHost: &api.ProxyLimit{Scale: time.Hour, Limit: 1000}})
+	h, err := api.NewProxy(sys, api.ProxyOptions{Upstream: u, PerClient: &table.Policy{Scale: time.Hour, Limit: 1000}, PerHost: &table.Policy{Scale: time.Hour, Limit: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ func TestRefund(t *testing.T) {
 	sys, _ := startClocked(t, actors.Config{})
 	m := api.NewMetrics()
 	srv := startServer(t, sys, api.Options{Metrics: m, Rules: newStore(t,
-		rules.Rule{Name: "login", Scale: time.Minute, Limit: 3},
-		rules.Rule{Name: "tb", Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 5},
+		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 3}},
+		rules.Rule{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 5}},
 	)})
 	type step struct {
 		method     string
@@ -139,7 +139,7 @@ func TestRefundCheckerErrors(t *testing.T) {
 		t.Errorf("got status %d, want 503; body %s", r.status, r.body)
 	}
 	wantHeaders(t, r, map[string]string{"Retry-After": "1"})
-	want := table.Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 2}
+	want := table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3}, Hits: 2}
 	if got := f.requests(); len(got) != 1 || got[0] != want {
 		t.Errorf("got requests %+v, want [%+v]", got, want)
 	}

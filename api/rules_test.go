@@ -48,10 +48,10 @@ func TestCheckByRule(t *testing.T) {
 	t.Parallel()
 	sys, _ := startClocked(t, actors.Config{})
 	st := newStore(t,
-		rules.Rule{Name: "login", Scale: time.Minute, Limit: 2},
-		rules.Rule{Name: "tb", Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 2},
-		rules.Rule{Name: "closed", Scale: time.Second, Limit: 0},
-		rules.Rule{Name: "watch", Scale: time.Minute, Limit: 1, Shadow: true},
+		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
+		rules.Rule{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 2}},
+		rules.Rule{Name: "closed", Policy: table.Policy{Scale: time.Second, Limit: 0}},
+		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
 	)
 	srv := startServer(t, sys, api.Options{Rules: st})
 	ok := func(id, rule string, count, limit, resetMs int64) ruleDecision {
@@ -101,7 +101,7 @@ func TestCheckByRule(t *testing.T) {
 func TestCheckByRuleErrors(t *testing.T) {
 	t.Parallel()
 	sys := startSystem(t)
-	withRules := startServer(t, sys, api.Options{Rules: newStore(t, rules.Rule{Name: "login", Scale: time.Minute, Limit: 2})})
+	withRules := startServer(t, sys, api.Options{Rules: newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})})
 	emptyRules := startServer(t, sys, api.Options{Rules: newStore(t)})
 	noRules := startServer(t, sys, api.Options{})
 	tests := []struct {
@@ -147,7 +147,7 @@ func TestCheckByRuleErrors(t *testing.T) {
 func TestRuleChangeSeenAtOnce(t *testing.T) {
 	t.Parallel()
 	sys, _ := startClocked(t, actors.Config{})
-	st := newStore(t, rules.Rule{Name: "api", Scale: time.Minute, Limit: 1})
+	st := newStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Minute, Limit: 1}})
 	srv := startServer(t, sys, api.Options{Rules: st})
 	get := func() response { return do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&rule=api", "") }
 	if r := get(); r.status != 200 {
@@ -156,7 +156,7 @@ func TestRuleChangeSeenAtOnce(t *testing.T) {
 	if r := get(); r.status != 413 {
 		t.Fatalf("second check: got status %d, want 413", r.status)
 	}
-	if _, err := st.Put(rules.Rule{Name: "api", Scale: time.Minute, Limit: 3}); err != nil {
+	if _, err := st.Put(rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Minute, Limit: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []int{200, 200, 413} {
@@ -191,7 +191,7 @@ func TestFull(t *testing.T) {
 	sys, clk := startClocked(t, actors.Config{MaxBuckets: 2})
 	m := api.NewMetrics()
 	srv := startServer(t, sys, api.Options{Metrics: m, Rules: newStore(t,
-		rules.Rule{Name: "watch", Scale: 10 * time.Second, Limit: 5, Shadow: true})})
+		rules.Rule{Name: "watch", Policy: table.Policy{Scale: 10 * time.Second, Limit: 5}, Shadow: true})})
 	get := func(id string) response {
 		return do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?scale=10s&limit=5&id="+id, "")
 	}
@@ -261,7 +261,7 @@ func TestFull(t *testing.T) {
 func TestReloadsUnderLoadGiveNoDoubleBudget(t *testing.T) {
 	t.Parallel()
 	sys := startSystem(t)
-	login := rules.Rule{Name: "login", Algorithm: table.FixedWindow, Scale: time.Duration(longScaleSeconds) * time.Second, Limit: 50}
+	login := rules.Rule{Name: "login", Policy: table.Policy{Algorithm: table.FixedWindow, Scale: time.Duration(longScaleSeconds) * time.Second, Limit: 50}}
 	st, err := rules.NewStore([]rules.Rule{login})
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func TestReloadsUnderLoadGiveNoDoubleBudget(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := st.Replace([]rules.Rule{login, {Name: "other", Scale: time.Second, Limit: 1}}); err != nil {
+			if _, err := st.Replace([]rules.Rule{login, {Name: "other", Policy: table.Policy{Scale: time.Second, Limit: 1}}}); err != nil {
 				t.Error(err)
 				return
 			}

@@ -29,7 +29,7 @@ const (
 // counts nothing; ids that are valid, U+FFFD itself included, pass.
 func TestIDMustBeUTF8(t *testing.T) {
 	t.Parallel()
-	f := newAdminFixture(t, rules.Rule{Name: "login", Scale: time.Minute, Limit: 2})
+	f := newAdminFixture(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})
 	surrogateRule := `must be valid UTF-8: a surrogate escape (\\uD800 to \\uDFFF) must be half of a pair`
 	batchBody := func(i int, rule string) string {
 		f := "checks[" + strconv.Itoa(i) + "].id"
@@ -100,8 +100,8 @@ func TestIDMustBeUTF8(t *testing.T) {
 func TestMiddlewareKeyMustBeUTF8(t *testing.T) {
 	t.Parallel()
 	sys, _ := startClocked(t, actors.Config{}) // on a whole hour: t=3600
-	st := newStore(t, rules.Rule{Name: "api", Scale: time.Hour, Limit: 2, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
-	mw, err := api.Middleware(sys, api.MiddlewareOptions{Rules: st, Scale: time.Hour, Limit: 5, KeyFunc: keyHeader})
+	st := newStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 2}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
+	mw, err := api.Middleware(sys, api.MiddlewareOptions{Rules: st, Policy: table.Policy{Scale: time.Hour, Limit: 5}, KeyFunc: keyHeader})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestMiddlewareKeyMustBeUTF8(t *testing.T) {
 func TestProxyKeyMustBeUTF8(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
-	st := newStore(t, rules.Rule{Name: "api", Scale: time.Hour, Limit: 1, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
+	st := newStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
 	srv := startProxy(t, up.URL, api.ProxyOptions{Rules: st})
 	r := proxyGet(t, srv, "/api/x", map[string]string{"X-Test-Client": "203.0.113.7\xff"})
 	if want := `{"error":"the client address is unusable","field":""}`; r.status != http.StatusBadRequest || string(r.body) != want {
@@ -185,7 +185,7 @@ func TestSystemRefusesIDsNotUTF8(t *testing.T) {
 	t.Parallel()
 	sys := startSystem(t)
 	ctx := context.Background()
-	ok := table.Request{ID: "a", Scale: time.Second, Limit: 5, Hits: 1}
+	ok := table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 5}, Hits: 1}
 	bad := ok
 	bad.ID = "a\xffb"
 	want := func(name string, err error, field string) {

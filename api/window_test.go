@@ -19,7 +19,7 @@ func TestRefundWithWindow(t *testing.T) {
 	t.Parallel()
 	sys, clk := startClocked(t, actors.Config{})
 	srv := startServer(t, sys, api.Options{Rules: newStore(t,
-		rules.Rule{Name: "tb", Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 10},
+		rules.Rule{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 10}},
 	)})
 	get := func(path, query string) response {
 		t.Helper()

@@ -82,7 +82,7 @@ func runSlew(t *testing.T, sc slewScenario) {
 	c := newSystemClock(wall, func() time.Duration { return mono }, ClockLogger(log))
 
 	tab := table.New(table.Config{})
-	req := table.Request{ID: "k", Scale: time.Second, Limit: 3, Hits: 1}
+	req := table.Request{ID: "k", Policy: table.Policy{Scale: time.Second, Limit: 3}, Hits: 1}
 	peek := req
 	peek.Hits = 0
 	var (

@@ -29,7 +29,7 @@ func TestParseAlgorithm(t *testing.T) {
 func TestSlidingWindow(t *testing.T) {
 	t.Parallel()
 	req := func(hits int64) Request {
-		return Request{ID: "s", Scale: time.Second, Limit: 10, Hits: hits, Algorithm: SlidingWindow}
+		return Request{ID: "s", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: SlidingWindow}, Hits: hits}
 	}
 	tb := New(Config{})
 	// 8 hits in window 0.
@@ -72,7 +72,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, LeakyBucket} {
 		for trial := range 200 {
 			tb := New(Config{})
-			req := Request{ID: "r", Scale: time.Duration(1+rng.IntN(5000)) * time.Millisecond, Limit: int64(1 + rng.IntN(20)), Algorithm: alg}
+			req := Request{ID: "r", Policy: Policy{Scale: time.Duration(1+rng.IntN(5000)) * time.Millisecond, Limit: int64(1 + rng.IntN(20)), Algorithm: alg}}
 			if alg.gcra() {
 				req.Burst = int64(rng.IntN(30))
 			}
@@ -123,7 +123,7 @@ func TestSlidingWindowAgainstOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 4))
 	for trial := range 60 {
 		scale := int64(1+rng.IntN(3000)) * msNs
-		req := Request{ID: "sw", Scale: time.Duration(scale), Limit: int64(rng.IntN(30)), Algorithm: SlidingWindow}
+		req := Request{ID: "sw", Policy: Policy{Scale: time.Duration(scale), Limit: int64(rng.IntN(30)), Algorithm: SlidingWindow}}
 		tb := New(Config{})
 		type hit struct{ at, n int64 }
 		var log []hit
@@ -180,7 +180,7 @@ func TestTokenBucketAgainstOracle(t *testing.T) {
 		limit := int64(1 + rng.IntN(50))
 		scale := time.Duration(limit*int64(1+rng.IntN(100))) * time.Millisecond
 		burst := int64(rng.IntN(60))
-		req := Request{ID: "tb", Scale: scale, Limit: limit, Burst: burst, Algorithm: TokenBucket}
+		req := Request{ID: "tb", Policy: Policy{Scale: scale, Limit: limit, Burst: burst, Algorithm: TokenBucket}}
 		capacity := req.burst()
 		tb := New(Config{})
 		tokens := big.NewRat(capacity, 1)
@@ -223,7 +223,7 @@ func TestTokenBucketBound(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	for trial := range 50 {
-		req := Request{ID: "b", Scale: time.Duration(1+rng.IntN(3000)) * time.Millisecond, Limit: int64(1 + rng.IntN(40)), Burst: int64(rng.IntN(40)), Algorithm: TokenBucket}
+		req := Request{ID: "b", Policy: Policy{Scale: time.Duration(1+rng.IntN(3000)) * time.Millisecond, Limit: int64(1 + rng.IntN(40)), Burst: int64(rng.IntN(40)), Algorithm: TokenBucket}}
 		tb := New(Config{})
 		type ev struct{ at, hits int64 }
 		var admitted []ev
@@ -262,7 +262,7 @@ func TestSlidingWindowSteadyTraffic(t *testing.T) {
 	for _, limit := range []int64{1, 5, 10, 100, 1000} {
 		for period := time.Millisecond; period <= 250*time.Millisecond; period += 3 * time.Millisecond {
 			tb := New(Config{})
-			req := Request{ID: "steady", Scale: time.Second, Limit: limit, Hits: 1, Algorithm: SlidingWindow}
+			req := Request{ID: "steady", Policy: Policy{Scale: time.Second, Limit: limit, Algorithm: SlidingWindow}, Hits: 1}
 			var admitted []time.Duration
 			for at := time.Duration(0); at < 20*time.Second; at += period {
 				if tb.Apply(req, t0.Add(at)).Allowed {
@@ -306,7 +306,7 @@ func TestBoundaryBurst(t *testing.T) {
 	}
 	for alg, w := range want {
 		tb := New(Config{})
-		req := Request{ID: "edge", Scale: time.Second, Limit: max, Hits: 1, Algorithm: alg}
+		req := Request{ID: "edge", Policy: Policy{Scale: time.Second, Limit: max, Algorithm: alg}, Hits: 1}
 		got := 0
 		for range max - 1 {
 			if tb.Apply(req, at(950)).Allowed {
@@ -330,7 +330,7 @@ func TestBoundaryBurst(t *testing.T) {
 func TestLeakyBucketPaces(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
-	req := Request{ID: "worker", Scale: time.Second, Limit: 1000, Hits: 1, Algorithm: LeakyBucket}
+	req := Request{ID: "worker", Policy: Policy{Scale: time.Second, Limit: 1000, Algorithm: LeakyBucket}, Hits: 1}
 	now := time.Duration(0)
 	slices := map[int64]int{}
 	for item := range 10_000 {
@@ -362,7 +362,7 @@ func TestRefund(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			t.Parallel()
 			tb := New(Config{})
-			req := Request{ID: "r", Scale: time.Hour, Limit: 10, Burst: 10, Hits: 4, Algorithm: alg}
+			req := Request{ID: "r", Policy: Policy{Scale: time.Hour, Limit: 10, Burst: 10, Algorithm: alg}, Hits: 4}
 			if d := tb.Apply(req, at(0)); !d.Allowed || d.Remaining != 6 {
 				t.Fatalf("4 hits: got %+v", d)
 			}
@@ -374,7 +374,7 @@ func TestRefund(t *testing.T) {
 			if d := tb.Refund(req, at(0)); d.Remaining != 10 || d.Count != 0 {
 				t.Fatalf("refund 50 (more than used): got %+v, want count 0, remaining 10 (never above the limit)", d)
 			}
-			if d := tb.Refund(Request{ID: "nobody", Scale: time.Hour, Limit: 10, Burst: 10, Hits: 1, Algorithm: alg}, at(0)); tb.Len() != 1 || d.Count != 0 {
+			if d := tb.Refund(Request{ID: "nobody", Policy: Policy{Scale: time.Hour, Limit: 10, Burst: 10, Algorithm: alg}, Hits: 1}, at(0)); tb.Len() != 1 || d.Count != 0 {
 				t.Fatalf("refund of an unknown id created a bucket or reported a count: %+v, %d buckets", d, tb.Len())
 			}
 		})
@@ -384,8 +384,8 @@ func TestRefund(t *testing.T) {
 func TestReset(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{TrackChanges: true})
-	a := Request{ID: "x", Scale: time.Second, Limit: 3, Hits: 3, Algorithm: SlidingWindow}
-	other := Request{ID: "x", Scale: time.Minute, Limit: 3, Hits: 1}
+	a := Request{ID: "x", Policy: Policy{Scale: time.Second, Limit: 3, Algorithm: SlidingWindow}, Hits: 3}
+	other := Request{ID: "x", Policy: Policy{Scale: time.Minute, Limit: 3}, Hits: 1}
 	tb.Apply(a, at(500))
 	tb.Apply(a, at(1200)) // denied: window 0 weighs on window 1
 	tb.Apply(other, at(1200))
@@ -415,7 +415,7 @@ func TestReset(t *testing.T) {
 func TestNamespaceKeepsCountsAcrossLimitChanges(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
-	r := Request{ID: "u", Scale: time.Hour, Limit: 10, Hits: 8, Namespace: "login"}
+	r := Request{ID: "u", Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 8, Namespace: "login"}
 	tb.Apply(r, at(0))
 	r.Limit, r.Hits = 20, 1
 	if d := tb.Apply(r, at(1)); !d.Allowed || d.Count != 9 || d.Remaining != 11 {
@@ -425,7 +425,7 @@ func TestNamespaceKeepsCountsAcrossLimitChanges(t *testing.T) {
 	if d := tb.Apply(r, at(2)); d.Allowed || d.Count != 9 {
 		t.Fatalf("after lowering the limit: got %+v, want denied at count 9", d)
 	}
-	adhoc := Request{ID: "u", Scale: time.Hour, Limit: 5, Hits: 1}
+	adhoc := Request{ID: "u", Policy: Policy{Scale: time.Hour, Limit: 5}, Hits: 1}
 	if d := tb.Apply(adhoc, at(3)); !d.Allowed || d.Count != 1 {
 		t.Fatalf("the same id without the namespace: got %+v, want its own count 1", d)
 	}
@@ -436,7 +436,7 @@ func TestNamespaceKeepsCountsAcrossLimitChanges(t *testing.T) {
 func TestGCRABucketMovesWindows(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{TrackChanges: true})
-	r := Request{ID: "g", Scale: time.Second, Limit: 10, Hits: 10, Algorithm: TokenBucket}
+	r := Request{ID: "g", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 10}
 	tb.Apply(r, at(900)) // empty at 0.9 s; full again at 1.9 s
 	r.Hits = 5
 	if d := tb.Apply(r, at(1400)); !d.Allowed || d.Remaining != 0 {
@@ -466,7 +466,7 @@ func TestMaxBuckets(t *testing.T) {
 		tb := New(Config{MaxBuckets: cap, Evict: evict})
 		full := 0
 		for i := range flood {
-			d := tb.Apply(Request{ID: fmt.Sprint("id-", i), Scale: time.Hour, Limit: 10, Hits: 1}, at(int64(i)))
+			d := tb.Apply(Request{ID: fmt.Sprint("id-", i), Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, at(int64(i)))
 			if d.Full {
 				full++
 				if d.Allowed || d.RetryAfter <= 0 {
@@ -485,15 +485,15 @@ func TestMaxBuckets(t *testing.T) {
 			t.Fatalf("deny-new: %d full, stats %+v; want %d rejections", full, st, flood-cap)
 		}
 		// Existing ids are served at the cap.
-		if d := tb.Apply(Request{ID: "id-999", Scale: time.Hour, Limit: 10, Hits: 1}, at(flood)); evict == false && (!d.Allowed || d.Count != 2) {
+		if d := tb.Apply(Request{ID: "id-999", Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, at(flood)); evict == false && (!d.Allowed || d.Count != 2) {
 			t.Fatalf("deny-new: an existing id at the cap: got %+v, want allowed with count 2", d)
 		}
 		// Expired buckets make room without evicting or refusing.
 		tb2 := New(Config{MaxBuckets: 10, Evict: evict})
 		for i := range 10 {
-			tb2.Apply(Request{ID: fmt.Sprint("old-", i), Scale: time.Second, Limit: 1, Hits: 1}, at(0))
+			tb2.Apply(Request{ID: fmt.Sprint("old-", i), Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 1}, at(0))
 		}
-		if d := tb2.Apply(Request{ID: "new", Scale: time.Second, Limit: 1, Hits: 1}, at(1000)); !d.Allowed || tb2.Stats() != (Stats{}) {
+		if d := tb2.Apply(Request{ID: "new", Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 1}, at(1000)); !d.Allowed || tb2.Stats() != (Stats{}) {
 			t.Fatalf("evict=%v: a new id when only expired buckets fill the table: got %+v, stats %+v", evict, d, tb2.Stats())
 		}
 	}
@@ -513,7 +513,7 @@ func TestCardinality(t *testing.T) {
 			if i == flood/10 {
 				early = heapAfterGC()
 			}
-			if tb.Apply(Request{ID: "flood-" + strconv.Itoa(i), Scale: time.Hour, Limit: 10, Hits: 1}, at(int64(i/1000))).Full {
+			if tb.Apply(Request{ID: "flood-" + strconv.Itoa(i), Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, at(int64(i/1000))).Full {
 				full++
 			}
 		}

@@ -76,7 +76,7 @@ func BenchmarkApply(b *testing.B) {
 			}
 			b.Run("keys="+strconv.Itoa(keys)+name, func(b *testing.B) {
 				t := New(Config{TrackChanges: tracked})
-				req := Request{Scale: time.Hour, Limit: 1 << 40, Hits: 1}
+				req := Request{Policy: Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1}
 				for _, id := range ids {
 					req.ID = id
 					t.Apply(req, now)
@@ -110,7 +110,7 @@ func BenchmarkRestore(b *testing.B) {
 	now := time.UnixMilli(1_700_000_000_000)
 	src := New(Config{})
 	for _, id := range benchIDs(n) {
-		src.Apply(Request{ID: id, Scale: time.Hour, Limit: 10, Hits: 3}, now)
+		src.Apply(Request{ID: id, Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 3}, now)
 	}
 	var recs [][]byte
 	f := src.Freeze(now)
@@ -142,7 +142,7 @@ func BenchmarkFreezeRecords(b *testing.B) {
 	now := time.UnixMilli(1_700_000_000_000)
 	t := New(Config{})
 	for _, id := range benchIDs(n) {
-		t.Apply(Request{ID: id, Scale: time.Hour, Limit: 10, Hits: 3}, now)
+		t.Apply(Request{ID: id, Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 3}, now)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -173,7 +173,7 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		t := New(Config{})
 		for _, id := range ids {
-			t.Apply(Request{ID: id, Scale: time.Hour, Limit: 10, Hits: 1}, now)
+			t.Apply(Request{ID: id, Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, now)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -203,7 +203,7 @@ func BenchmarkDeleteExpired(b *testing.B) {
 			now := time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%3_600_000)
 			t := New(Config{})
 			for _, id := range benchIDs(live) {
-				t.Apply(Request{ID: id, Scale: time.Hour, Limit: 10, Hits: 1}, now)
+				t.Apply(Request{ID: id, Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, now)
 			}
 			ids := benchIDs(expired)
 			b.ReportAllocs()
@@ -212,7 +212,7 @@ func BenchmarkDeleteExpired(b *testing.B) {
 				b.StopTimer()
 				base := now.Add(time.Duration(i) * time.Second)
 				for _, id := range ids {
-					t.Apply(Request{ID: id, Scale: time.Second, Limit: 10, Hits: 1}, base)
+					t.Apply(Request{ID: id, Policy: Policy{Scale: time.Second, Limit: 10}, Hits: 1}, base)
 				}
 				runtime.GC()
 				b.StartTimer()
@@ -238,7 +238,7 @@ func BenchmarkApplyAlgorithms(b *testing.B) {
 			b.Run("keys="+strconv.Itoa(keys)+"/"+alg.String(), func(b *testing.B) {
 				t := New(Config{})
 				now := time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%3_600_000)
-				req := Request{Scale: time.Hour, Limit: 1 << 40, Hits: 1, Algorithm: alg}
+				req := Request{Policy: Policy{Scale: time.Hour, Limit: 1 << 40, Algorithm: alg}, Hits: 1}
 				for _, id := range ids {
 					req.ID = id
 					t.Apply(req, now)

@@ -10,7 +10,7 @@ import (
 func Example() {
 	t := table.New(table.Config{})
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	req := table.Request{ID: "203.0.113.7", Scale: 30 * time.Second, Limit: 2, Hits: 1}
+	req := table.Request{ID: "203.0.113.7", Policy: table.Policy{Scale: 30 * time.Second, Limit: 2}, Hits: 1}
 	for i := range 3 {
 		d := t.Apply(req, now.Add(time.Duration(i)*time.Second))
 		fmt.Printf("allowed=%v count=%d remaining=%d retry_after=%v\n", d.Allowed, d.Count, d.Remaining, d.RetryAfter)

@@ -11,7 +11,7 @@ import (
 func TestValidateIDUTF8(t *testing.T) {
 	t.Parallel()
 	for _, id := range []string{"\xff", "a\x80b", "\xc0\xaf", "\xe2\x82", "\xed\xa0\x80", "\xf4\x90\x80\x80", "ok\xfe"} {
-		r := Request{ID: id, Scale: time.Second, Limit: 1, Hits: 1}
+		r := Request{ID: id, Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 1}
 		err := r.Validate()
 		var fe *FieldError
 		if !errors.As(err, &fe) || *fe != (FieldError{Field: "id", Rule: "must be valid UTF-8"}) || !errors.Is(err, ErrInvalid) {
@@ -22,7 +22,7 @@ func TestValidateIDUTF8(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"a", "\ufffd", "é€😀", "\x00\x7f", "\U0010ffff"} {
-		r := Request{ID: id, Scale: time.Second, Limit: 1, Hits: 1}
+		r := Request{ID: id, Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 1}
 		if err := r.Validate(); err != nil {
 			t.Errorf("id %q: got %v, want it valid", id, err)
 		}

@@ -91,8 +91,11 @@ func TestIndexLosesNothingUnderChurn(t *testing.T) {
 	algs := []Algorithm{FixedWindow, SlidingWindow, TokenBucket, LeakyBucket}
 	for round := range 40 {
 		for i := range 2000 {
-			req := Request{ID: "id-" + string(rune('a'+i%26)) + time.Duration(i).String(), Scale: time.Duration(1+i%3) * time.Second,
-				Limit: 5, Hits: 1, Algorithm: algs[i%len(algs)]}
+			req := Request{
+				ID:     "id-" + string(rune('a'+i%26)) + time.Duration(i).String(),
+				Policy: Policy{Scale: time.Duration(1+i%3) * time.Second, Limit: 5, Algorithm: algs[i%len(algs)]},
+				Hits:   1,
+			}
 			tb.Apply(req, now)
 			if i%50 == 0 {
 				tb.Reset(req, now)

@@ -96,11 +96,10 @@ func (t *Table) Reset(req Request, now time.Time) int {
 type Bucket struct {
 	ID        string
 	Namespace string
-	Algorithm Algorithm
-	Scale     time.Duration
-	Limit     int64 // the limit of the bucket's key; 0 with a namespace
-	Burst     int64 // the burst of the bucket's key; 0 with a namespace or for windows
-	Window    int64 // window number: floor(unix_ms / width), width the scale or a GCRA bucket's refill time
+	// Policy is the limit of the bucket's key: its Limit and Burst are 0
+	// with a namespace (a rule's may change), Burst is 0 for the windows.
+	Policy
+	Window int64 // window number: floor(unix_ms / width), width the scale or a GCRA bucket's refill time
 	// Count is the hits counted in the window; for a token or leaky bucket,
 	// the tokens in use at its last change.
 	Count int64
@@ -154,8 +153,8 @@ func (t *Table) bucketOf(g *group, it item, ms int64) Bucket {
 	s := t.slots.at(it.slot())
 	k := &g.key
 	b := Bucket{
-		ID: s.id, Namespace: k.ns, Algorithm: k.alg, Scale: time.Duration(k.scaleMs) * time.Millisecond,
-		Limit: k.limit, Burst: k.burst, Window: it.bucket, Count: s.count,
+		ID: s.id, Namespace: k.ns, Window: it.bucket, Count: s.count,
+		Policy:    Policy{Algorithm: k.alg, Scale: time.Duration(k.scaleMs) * time.Millisecond, Limit: k.limit, Burst: k.burst},
 		CreatedAt: time.UnixMilli(s.created), ModifiedAt: time.UnixMilli(s.modified),
 		Expired: k.expired(it.bucket, ms, 0),
 	}

@@ -95,16 +95,16 @@ func decodeAll(t testing.TB, recs ...[]byte) []decoded {
 func TestChangesReportEachChangedBucketOnce(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{TrackChanges: true})
-	second := Request{Scale: time.Second, Limit: 10, Hits: 1}
+	second := Request{Policy: Policy{Scale: time.Second, Limit: 10}, Hits: 1}
 	for _, id := range []string{"a", "b", "a", "c", "a"} {
 		r := second
 		r.ID = id
 		tb.Apply(r, at(5))
 	}
-	tb.Apply(Request{ID: "a", Scale: time.Minute, Limit: 3, Hits: 2}, at(6))
-	tb.Apply(Request{ID: "b", Scale: time.Second, Limit: 10}, at(7))         // a peek changes nothing
-	tb.Apply(Request{ID: "d", Scale: time.Second, Limit: 1, Hits: 2}, at(8)) // denied: nothing
-	tb.Apply(Request{ID: "a", Scale: time.Minute, Limit: 3, Hits: 2}, at(9)) // denied: nothing
+	tb.Apply(Request{ID: "a", Policy: Policy{Scale: time.Minute, Limit: 3}, Hits: 2}, at(6))
+	tb.Apply(Request{ID: "b", Policy: Policy{Scale: time.Second, Limit: 10}}, at(7))         // a peek changes nothing
+	tb.Apply(Request{ID: "d", Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 2}, at(8)) // denied: nothing
+	tb.Apply(Request{ID: "a", Policy: Policy{Scale: time.Minute, Limit: 3}, Hits: 2}, at(9)) // denied: nothing
 	recs := collect(t, tb.Changes)
 	if n := len(decodeAll(t, recs...)); len(recs) != 1 || n != 4 {
 		t.Fatalf("got %d records of %d entries, want 1 of 4 (a, b, c per second; a per minute)", len(recs), n)
@@ -120,11 +120,11 @@ func TestChangesReportEachChangedBucketOnce(t *testing.T) {
 	if got, want := snapshotOf(fresh, at(10)), snapshotOf(tb, at(10)); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("restored table:\ngot  %v\nwant %v", got, want)
 	}
-	if b, ok := fresh.Get(Request{ID: "a", Scale: time.Second, Limit: 10}, at(10)); !ok || b.Count != 3 || !b.CreatedAt.Equal(at(5)) || !b.ModifiedAt.Equal(at(5)) {
+	if b, ok := fresh.Get(Request{ID: "a", Policy: Policy{Scale: time.Second, Limit: 10}}, at(10)); !ok || b.Count != 3 || !b.CreatedAt.Equal(at(5)) || !b.ModifiedAt.Equal(at(5)) {
 		t.Fatalf("restored a: got %+v, %v; want count 3 created and modified at +5ms", b, ok)
 	}
 	// The restored table goes on counting where the old one stopped.
-	if d := fresh.Apply(Request{ID: "a", Scale: time.Minute, Limit: 3, Hits: 1}, at(11)); !d.Allowed || d.Count != 3 {
+	if d := fresh.Apply(Request{ID: "a", Policy: Policy{Scale: time.Minute, Limit: 3}, Hits: 1}, at(11)); !d.Allowed || d.Count != 3 {
 		t.Fatalf("hit after restore: got %+v, want allowed with count 3", d)
 	}
 }
@@ -133,15 +133,15 @@ func TestChangesKeepsWhatTheJournalRefused(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{TrackChanges: true})
 	for _, id := range []string{"a", "b", "c"} {
-		tb.Apply(Request{ID: id, Scale: time.Second, Limit: 10, Hits: 1}, at(0))
+		tb.Apply(Request{ID: id, Policy: Policy{Scale: time.Second, Limit: 10}, Hits: 1}, at(0))
 	}
 	full := errors.New("disk full")
 	err := tb.Changes(func(rec []byte) error { return full })
 	if !errors.Is(err, full) || tb.Pending() != 3 {
 		t.Fatalf("got err %v, %d pending; want disk full, 3", err, tb.Pending())
 	}
-	tb.Apply(Request{ID: "b", Scale: time.Second, Limit: 10, Hits: 1}, at(1)) // already pending
-	tb.Apply(Request{ID: "d", Scale: time.Second, Limit: 10, Hits: 1}, at(1))
+	tb.Apply(Request{ID: "b", Policy: Policy{Scale: time.Second, Limit: 10}, Hits: 1}, at(1)) // already pending
+	tb.Apply(Request{ID: "d", Policy: Policy{Scale: time.Second, Limit: 10}, Hits: 1}, at(1))
 	rest := collect(t, tb.Changes)
 	if n := len(decodeAll(t, rest...)); n != 4 {
 		t.Fatalf("after the refusal: got %d entries, want 4 (a, b, c, d)", n)
@@ -161,7 +161,7 @@ func TestChangesCutsLargeBatches(t *testing.T) {
 	tb := New(Config{TrackChanges: true})
 	const n = 20_000
 	for i := range n {
-		tb.Apply(Request{ID: fmt.Sprint("client-", i), Scale: time.Hour, Limit: 10, Hits: 1}, at(0))
+		tb.Apply(Request{ID: fmt.Sprint("client-", i), Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, at(0))
 	}
 	refuse := errors.New("refused")
 	var took [][]byte
@@ -193,13 +193,13 @@ func TestChangesCutsLargeBatches(t *testing.T) {
 func TestSweptChangeIsNotReported(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{TrackChanges: true})
-	tb.Apply(Request{ID: "a", Scale: time.Second, Limit: 10, Hits: 1}, at(0))
-	tb.Apply(Request{ID: "b", Scale: time.Minute, Limit: 10, Hits: 1}, at(0))
+	tb.Apply(Request{ID: "a", Policy: Policy{Scale: time.Second, Limit: 10}, Hits: 1}, at(0))
+	tb.Apply(Request{ID: "b", Policy: Policy{Scale: time.Minute, Limit: 10}, Hits: 1}, at(0))
 	if n := tb.DeleteExpired(at(1000), 10); n != 1 {
 		t.Fatalf("swept %d, want 1", n)
 	}
 	// "c" reuses a's slot: its record must be c's, reported once.
-	tb.Apply(Request{ID: "c", Scale: time.Second, Limit: 10, Hits: 1}, at(1000))
+	tb.Apply(Request{ID: "c", Policy: Policy{Scale: time.Second, Limit: 10}, Hits: 1}, at(1000))
 	fresh := New(Config{})
 	recs := collect(t, tb.Changes)
 	if n := len(decodeAll(t, recs...)); n != 2 {
@@ -291,9 +291,9 @@ func TestFreezeIsConsistent(t *testing.T) {
 	tb := New(Config{TrackChanges: true})
 	const ids = 2*pageSize + 100 // three pages
 	for i := range ids {
-		tb.Apply(Request{ID: fmt.Sprint("id-", i), Scale: time.Duration(1+i%3) * time.Second, Limit: 100, Hits: int64(1 + i%5)}, at(int64(i%500)))
+		tb.Apply(Request{ID: fmt.Sprint("id-", i), Policy: Policy{Scale: time.Duration(1+i%3) * time.Second, Limit: 100}, Hits: int64(1 + i%5)}, at(int64(i%500)))
 	}
-	tb.Apply(Request{ID: "expired", Scale: time.Millisecond, Limit: 1, Hits: 1}, at(0))
+	tb.Apply(Request{ID: "expired", Policy: Policy{Scale: time.Millisecond, Limit: 1}, Hits: 1}, at(0))
 	want := snapshotOf(tb, at(999))
 	f := tb.Freeze(at(999))
 	var got []string
@@ -305,8 +305,8 @@ func TestFreezeIsConsistent(t *testing.T) {
 		got = snapshotOf(fresh, at(999))
 	})
 	for i := range ids {
-		tb.Apply(Request{ID: fmt.Sprint("id-", i), Scale: time.Duration(1+i%3) * time.Second, Limit: 100, Hits: 1}, at(999))
-		tb.Apply(Request{ID: fmt.Sprint("new-", i), Scale: time.Second, Limit: 100, Hits: 1}, at(999))
+		tb.Apply(Request{ID: fmt.Sprint("id-", i), Policy: Policy{Scale: time.Duration(1+i%3) * time.Second, Limit: 100}, Hits: 1}, at(999))
+		tb.Apply(Request{ID: fmt.Sprint("new-", i), Policy: Policy{Scale: time.Second, Limit: 100}, Hits: 1}, at(999))
 	}
 	tb.DeleteExpired(at(2500), ids)
 	wg.Wait()
@@ -336,9 +336,9 @@ func TestRecoveryAgainstTheLiveTable(t *testing.T) {
 		for range rng.IntN(50) {
 			now += int64(rng.IntN(40))
 			req := Request{
-				ID: fmt.Sprint("k", rng.IntN(30)), Scale: time.Duration(1+rng.IntN(4)) * 500 * time.Millisecond,
-				Limit: int64(rng.IntN(6)), Hits: int64(rng.IntN(3)), Algorithm: Algorithm(rng.IntN(numAlgorithms)),
-				Burst: int64(rng.IntN(3)) * 4,
+				ID:     fmt.Sprint("k", rng.IntN(30)),
+				Policy: Policy{Scale: time.Duration(1+rng.IntN(4)) * 500 * time.Millisecond, Limit: int64(rng.IntN(6)), Algorithm: Algorithm(rng.IntN(numAlgorithms)), Burst: int64(rng.IntN(3)) * 4},
+				Hits:   int64(rng.IntN(3)),
 			}
 			if rng.IntN(3) == 0 {
 				req.Namespace = "rule"

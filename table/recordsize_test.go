@@ -52,7 +52,7 @@ func TestRecordsNeverExceedMaxRecordBytes(t *testing.T) {
 			ns := strings.Repeat("r", MaxNamespaceLen)
 			reqs := make([]Request, n)
 			for i, id := range ids {
-				req := Request{ID: id, Scale: time.Hour, Limit: 1 << 62, Hits: 1 << 40, Algorithm: Algorithm(i % numAlgorithms), Burst: 1 << 20}
+				req := Request{ID: id, Policy: Policy{Scale: time.Hour, Limit: 1 << 62, Algorithm: Algorithm(i % numAlgorithms), Burst: 1 << 20}, Hits: 1 << 40}
 				if i%2 == 0 {
 					req.Namespace = ns
 				}

@@ -3,6 +3,7 @@ package table
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -62,8 +63,8 @@ const (
 
 var algorithmNames = [numAlgorithms]string{"fixed_window", "sliding_window", "token_bucket", "leaky_bucket"}
 
-// algorithmRule is the rule of the algorithm field, naming every algorithm.
-var algorithmRule = "must be one of: " + strings.Join(algorithmNames[:], ", ")
+// msgAlgorithm is the rule of the algorithm field, naming every algorithm.
+var msgAlgorithm = "must be one of: " + strings.Join(algorithmNames[:], ", ")
 
 // valid reports whether a is one of the algorithms.
 func (a Algorithm) valid() bool { return a < numAlgorithms }
@@ -90,26 +91,115 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return Algorithm(a), nil
 		}
 	}
-	return 0, &FieldError{Field: "algorithm", Rule: algorithmRule}
+	return 0, &FieldError{Field: "algorithm", Rule: msgAlgorithm}
 }
 
-// Request asks whether ID may spend Hits now under a limit of Limit per Scale.
-//
-// Without a Namespace, the same ID under a different Algorithm, Scale,
-// Limit or Burst is a different bucket: limits never share counters. With
-// a Namespace (a rule's name), buckets are keyed by (Namespace, Algorithm,
-// Scale) only, so a rule whose Limit or Burst changes keeps its counts and
-// no change hands out a fresh budget.
-type Request struct {
-	ID        string        // who is being limited; 1 to MaxIDLen bytes of valid UTF-8
+// Policy is a limit: Limit hits per Scale, counted by Algorithm, in a
+// bucket of Burst for the token and leaky buckets. Its zero value is not
+// valid (Scale 0); see Validate.
+type Policy struct {
+	Algorithm Algorithm     // how to count; the zero value is FixedWindow
 	Scale     time.Duration // window length, a whole number of milliseconds in [MinScale, MaxScale]
 	Limit     int64         // hits admitted per Scale; 0 denies everything
-	Hits      int64         // cost of this request; 0 is a peek that changes nothing
-	Algorithm Algorithm     // how to count; the zero value is FixedWindow
 	// Burst is the bucket size of TokenBucket (0 means Limit) and
 	// LeakyBucket (0 means 1); the windows ignore it. Burst × Scale/Limit,
 	// the time a drained bucket takes to refill, must be at most MaxScale.
-	Burst     int64
+	Burst int64
+}
+
+// What the fields of a Policy must be, as FieldError says it.
+var (
+	msgScaleRange = fmt.Sprintf("must be between %v and %v", MinScale, MaxScale)
+	msgRefill     = fmt.Sprintf("burst × scale/limit (the time to refill) must be at most %v", MaxScale)
+)
+
+const (
+	msgScaleMs     = "must be a whole number of milliseconds"
+	msgNotNegative = "must not be negative"
+)
+
+// Validate reports the first field of p that breaks its rule, as a
+// *FieldError naming it by its wire name.
+func (p *Policy) Validate() error {
+	switch {
+	case p.Scale < MinScale || p.Scale > MaxScale:
+		return &FieldError{Field: "scale", Rule: msgScaleRange}
+	case p.Scale%time.Millisecond != 0:
+		return &FieldError{Field: "scale", Rule: msgScaleMs}
+	case p.Limit < 0:
+		return &FieldError{Field: "limit", Rule: msgNotNegative}
+	case !p.Algorithm.valid():
+		return &FieldError{Field: "algorithm", Rule: msgAlgorithm}
+	case p.Burst < 0:
+		return &FieldError{Field: "burst", Rule: msgNotNegative}
+	case p.Algorithm.gcra() && p.Limit > 0 && !fitsRefill(p.burst(), p.Scale, p.Limit):
+		return &FieldError{Field: "burst", Rule: msgRefill}
+	}
+	return nil
+}
+
+// String returns p in the form ParsePolicy reads:
+// LIMIT/SCALE[/ALGORITHM[/BURST]], e.g. 100/1s or 600/1m0s/token_bucket/50;
+// the algorithm is left out when it is fixed_window with no burst.
+func (p Policy) String() string {
+	s := strconv.FormatInt(p.Limit, 10) + "/" + p.Scale.String()
+	if p.Algorithm != FixedWindow || p.Burst != 0 {
+		s += "/" + p.Algorithm.String()
+	}
+	if p.Burst != 0 {
+		s += "/" + strconv.FormatInt(p.Burst, 10)
+	}
+	return s
+}
+
+// ErrPolicySyntax is matched (errors.Is) by the error ParsePolicy returns
+// for text that is not LIMIT/SCALE[/ALGORITHM[/BURST]].
+var ErrPolicySyntax = errors.New("must be LIMIT/SCALE[/ALGORITHM[/BURST]], such as 100/1s or 600/1m/token_bucket/50")
+
+// ParsePolicy parses LIMIT/SCALE[/ALGORITHM[/BURST]] (SCALE a Go duration,
+// ALGORITHM a wire name), e.g. 100/1s or 600/1m/token_bucket/50, and
+// validates the result. Text of another shape returns ErrPolicySyntax; an
+// unknown algorithm or a policy that breaks a rule, a *FieldError.
+func ParsePolicy(s string) (Policy, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 4 {
+		return Policy{}, ErrPolicySyntax
+	}
+	var p Policy
+	var err error
+	if p.Limit, err = strconv.ParseInt(parts[0], 10, 64); err != nil || p.Limit < 0 {
+		return Policy{}, ErrPolicySyntax
+	}
+	if p.Scale, err = time.ParseDuration(parts[1]); err != nil {
+		return Policy{}, ErrPolicySyntax
+	}
+	if len(parts) > 2 {
+		if p.Algorithm, err = ParseAlgorithm(parts[2]); err != nil {
+			return Policy{}, err
+		}
+	}
+	if len(parts) > 3 {
+		if p.Burst, err = strconv.ParseInt(parts[3], 10, 64); err != nil || p.Burst < 0 {
+			return Policy{}, ErrPolicySyntax
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}
+
+// Request asks whether ID may spend Hits now under Policy.
+//
+// Without a Namespace, the same ID under a different Policy is a different
+// bucket: limits never share counters. With a Namespace (a rule's name),
+// buckets are keyed by (Namespace, Algorithm, Scale) only, so a rule whose
+// Limit or Burst changes keeps its counts and no change hands out a fresh
+// budget.
+type Request struct {
+	ID string // who is being limited; 1 to MaxIDLen bytes of valid UTF-8
+	Policy
+	Hits      int64  // cost of this request; 0 is a peek that changes nothing
 	Namespace string // a rule's name, or empty; at most MaxNamespaceLen bytes
 	// Window, on a Refund only, is the Reservation.Window of the check
 	// whose hits are given back, so that only the window they were counted
@@ -126,30 +216,23 @@ func (r *Request) Validate() error {
 		return &FieldError{Field: "id", Rule: fmt.Sprintf("must be at most %d bytes", MaxIDLen)}
 	case !utf8.ValidString(r.ID):
 		return &FieldError{Field: "id", Rule: "must be valid UTF-8"}
-	case r.Scale < MinScale || r.Scale > MaxScale:
-		return &FieldError{Field: "scale", Rule: fmt.Sprintf("must be between %v and %v", MinScale, MaxScale)}
-	case r.Scale%time.Millisecond != 0:
-		return &FieldError{Field: "scale", Rule: "must be a whole number of milliseconds"}
-	case r.Limit < 0:
-		return &FieldError{Field: "limit", Rule: "must not be negative"}
+	}
+	if err := r.Policy.Validate(); err != nil {
+		return err
+	}
+	switch {
 	case r.Hits < 0:
-		return &FieldError{Field: "hits", Rule: "must not be negative"}
-	case !r.Algorithm.valid():
-		return &FieldError{Field: "algorithm", Rule: algorithmRule}
-	case r.Burst < 0:
-		return &FieldError{Field: "burst", Rule: "must not be negative"}
+		return &FieldError{Field: "hits", Rule: msgNotNegative}
 	case r.Window < 0:
-		return &FieldError{Field: "window", Rule: "must not be negative"}
+		return &FieldError{Field: "window", Rule: msgNotNegative}
 	case len(r.Namespace) > MaxNamespaceLen:
 		return &FieldError{Field: "rule", Rule: fmt.Sprintf("must be at most %d bytes", MaxNamespaceLen)}
-	case r.Algorithm.gcra() && r.Limit > 0 && !fitsRefill(r.burst(), r.Scale, r.Limit):
-		return &FieldError{Field: "burst", Rule: fmt.Sprintf("burst × scale/limit (the time to refill) must be at most %v", MaxScale)}
 	}
 	return nil
 }
 
-// burst returns the effective bucket size of a GCRA request.
-func (r *Request) burst() int64 {
+// burst returns the effective bucket size of a GCRA policy.
+func (r *Policy) burst() int64 {
 	switch {
 	case r.Burst > 0:
 		return r.Burst

@@ -60,7 +60,7 @@ func TestApplyFixedWindow(t *testing.T) {
 			t.Parallel()
 			tb := New(Config{})
 			for i, s := range c.steps {
-				got := tb.Apply(Request{ID: "k", Scale: time.Second, Limit: s.limit, Hits: s.hits}, at(s.atMs))
+				got := tb.Apply(Request{ID: "k", Policy: Policy{Scale: time.Second, Limit: s.limit}, Hits: s.hits}, at(s.atMs))
 				if got != s.want {
 					t.Fatalf("step %d at %dms: got %+v, want %+v", i, s.atMs, got, s.want)
 				}
@@ -72,7 +72,7 @@ func TestApplyFixedWindow(t *testing.T) {
 func TestRetryAfterIsExactToTheNanosecond(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
-	req := Request{ID: "k", Scale: time.Minute, Limit: 1, Hits: 1}
+	req := Request{ID: "k", Policy: Policy{Scale: time.Minute, Limit: 1}, Hits: 1}
 	tb.Apply(req, t0)
 	now := t0.Add(12*time.Second + 345*time.Microsecond + 6)
 	got := tb.Apply(req, now)
@@ -86,9 +86,9 @@ func TestPeekNeverCreatesABucket(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
 	for i := range 10 {
-		tb.Apply(Request{ID: fmt.Sprint("peek-", i), Scale: time.Second, Limit: 5}, t0)
+		tb.Apply(Request{ID: fmt.Sprint("peek-", i), Policy: Policy{Scale: time.Second, Limit: 5}}, t0)
 	}
-	tb.Apply(Request{ID: "over", Scale: time.Second, Limit: 5, Hits: 6}, t0)
+	tb.Apply(Request{ID: "over", Policy: Policy{Scale: time.Second, Limit: 5}, Hits: 6}, t0)
 	if got := tb.Len(); got != 0 {
 		t.Fatalf("got %d buckets after peeks and an oversized cost, want 0", got)
 	}
@@ -97,9 +97,9 @@ func TestPeekNeverCreatesABucket(t *testing.T) {
 func TestLimitsDoNotShareCounters(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
-	a := Request{ID: "k", Scale: time.Second, Limit: 1, Hits: 1}
-	b := Request{ID: "k", Scale: time.Second, Limit: 2, Hits: 1}
-	c := Request{ID: "k", Scale: 2 * time.Second, Limit: 1, Hits: 1}
+	a := Request{ID: "k", Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 1}
+	b := Request{ID: "k", Policy: Policy{Scale: time.Second, Limit: 2}, Hits: 1}
+	c := Request{ID: "k", Policy: Policy{Scale: 2 * time.Second, Limit: 1}, Hits: 1}
 	for _, r := range []Request{a, b, c} {
 		if d := tb.Apply(r, t0); !d.Allowed || d.Count != 1 {
 			t.Fatalf("%+v: got %+v, want the first hit of its own bucket", r, d)
@@ -113,13 +113,19 @@ func TestLimitsDoNotShareCounters(t *testing.T) {
 func TestBucketStamps(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
-	req := Request{ID: "k", Scale: time.Hour, Limit: 10, Hits: 1}
+	req := Request{ID: "k", Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 1}
 	tb.Apply(req, at(1500))
 	tb.Apply(req, at(2500))
-	tb.Apply(Request{ID: "k", Scale: time.Hour, Limit: 10, Hits: 0}, at(3500))
+	tb.Apply(Request{ID: "k", Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 0}, at(3500))
 	got, ok := tb.Get(req, at(4000))
-	want := Bucket{ID: "k", Algorithm: FixedWindow, Scale: time.Hour, Limit: 10, Window: t0.UnixMilli() / 3_600_000,
-		Count: 2, CreatedAt: at(1500), ModifiedAt: at(2500)}
+	want := Bucket{
+		ID:         "k",
+		Policy:     Policy{Algorithm: FixedWindow, Scale: time.Hour, Limit: 10},
+		Window:     t0.UnixMilli() / 3_600_000,
+		Count:      2,
+		CreatedAt:  at(1500),
+		ModifiedAt: at(2500),
+	}
 	if !ok || got != want {
 		t.Fatalf("got %+v (found %v), want %+v", got, ok, want)
 	}
@@ -128,7 +134,7 @@ func TestBucketStamps(t *testing.T) {
 func TestClockSteppingBackNeverReopensAWindow(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
-	req := Request{ID: "k", Scale: time.Second, Limit: 1, Hits: 1}
+	req := Request{ID: "k", Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 1}
 	tb.Apply(req, at(1500))
 	if n := tb.DeleteExpired(at(1500), 100); n != 0 {
 		t.Fatalf("swept %d live buckets", n)
@@ -143,13 +149,13 @@ func TestDeleteExpired(t *testing.T) {
 	tb := New(Config{})
 	// 100 ids in a 1s window, 50 in a 10s window, 10 in a 1h window, all at t0.
 	for i := range 100 {
-		tb.Apply(Request{ID: fmt.Sprint("s", i), Scale: time.Second, Limit: 5, Hits: 1}, t0)
+		tb.Apply(Request{ID: fmt.Sprint("s", i), Policy: Policy{Scale: time.Second, Limit: 5}, Hits: 1}, t0)
 	}
 	for i := range 50 {
-		tb.Apply(Request{ID: fmt.Sprint("m", i), Scale: 10 * time.Second, Limit: 5, Hits: 1}, t0)
+		tb.Apply(Request{ID: fmt.Sprint("m", i), Policy: Policy{Scale: 10 * time.Second, Limit: 5}, Hits: 1}, t0)
 	}
 	for i := range 10 {
-		tb.Apply(Request{ID: fmt.Sprint("h", i), Scale: time.Hour, Limit: 5, Hits: 1}, t0)
+		tb.Apply(Request{ID: fmt.Sprint("h", i), Policy: Policy{Scale: time.Hour, Limit: 5}, Hits: 1}, t0)
 	}
 	steps := []struct {
 		atMs     int64
@@ -181,7 +187,7 @@ func TestDeleteExpired(t *testing.T) {
 func TestDeleteExpiredNeverDeletesALiveBucket(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
-	req := Request{ID: "k", Scale: time.Second, Limit: 3, Hits: 1}
+	req := Request{ID: "k", Policy: Policy{Scale: time.Second, Limit: 3}, Hits: 1}
 	// Windows 0, 1 and 2 each get a bucket; the sweep at 2.5s may delete 0 and 1 only.
 	for ms := int64(0); ms < 3000; ms += 1000 {
 		tb.Apply(req, at(ms))
@@ -198,7 +204,7 @@ func TestDeleteExpiredNeverDeletesALiveBucket(t *testing.T) {
 func TestBucketTTLDelaysButNeverHastens(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{BucketTTL: 5 * time.Second})
-	tb.Apply(Request{ID: "k", Scale: time.Second, Limit: 3, Hits: 1}, t0)
+	tb.Apply(Request{ID: "k", Policy: Policy{Scale: time.Second, Limit: 3}, Hits: 1}, t0)
 	if got := tb.DeleteExpired(at(5999), 10); got != 0 {
 		t.Fatalf("deleted %d before window end + TTL, want 0", got)
 	}
@@ -213,7 +219,7 @@ func TestGroupIDsAreReused(t *testing.T) {
 	for round := range 5 {
 		now := at(int64(round) * 10_000)
 		for limit := int64(1); limit <= 100; limit++ {
-			tb.Apply(Request{ID: "k", Scale: time.Second, Limit: limit, Hits: 1}, now)
+			tb.Apply(Request{ID: "k", Policy: Policy{Scale: time.Second, Limit: limit}, Hits: 1}, now)
 		}
 		tb.DeleteExpired(now.Add(time.Second), 1000)
 	}
@@ -224,7 +230,7 @@ func TestGroupIDsAreReused(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
-	ok := Request{ID: "k", Scale: time.Second, Limit: 1, Hits: 1}
+	ok := Request{ID: "k", Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 1}
 	cases := []struct {
 		mod   func(*Request)
 		field string
@@ -278,8 +284,11 @@ func TestAgainstOracle(t *testing.T) {
 			continue
 		}
 		scale := []int64{10, 100, 250}[rng.IntN(3)]
-		req := Request{ID: fmt.Sprint("id", rng.IntN(8)), Scale: time.Duration(scale) * time.Millisecond,
-			Limit: int64(rng.IntN(6)), Hits: int64(rng.IntN(4))}
+		req := Request{
+			ID:     fmt.Sprint("id", rng.IntN(8)),
+			Policy: Policy{Scale: time.Duration(scale) * time.Millisecond, Limit: int64(rng.IntN(6))},
+			Hits:   int64(rng.IntN(4)),
+		}
 		ms := t0.UnixMilli() + now
 		k := key{req.ID, scale, ms / scale, req.Limit}
 		count := model[k]
@@ -300,7 +309,7 @@ func TestBucketKeepsItsOwnCopyOfTheID(t *testing.T) {
 	line := "GET /check_rate?id=abc&scale=1000&limit=" + strings.Repeat("0", 4096) + "1 HTTP/1.1"
 	id := line[strings.Index(line, "abc"):][:3]
 	tb := New(Config{})
-	req := Request{ID: id, Scale: time.Hour, Limit: 5, Hits: 1}
+	req := Request{ID: id, Policy: Policy{Scale: time.Hour, Limit: 5}, Hits: 1}
 	tb.Apply(req, t0)
 	b, ok := tb.Get(req, t0)
 	if !ok || b.ID != "abc" {

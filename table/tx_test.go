@@ -22,7 +22,7 @@ func TestRollbackUndoesEveryChange(t *testing.T) {
 				restoreAll(t, journal, collect(t, tb.Changes), now)
 			}
 			req := func(id string, hits int64) Request {
-				return Request{ID: id, Scale: time.Second, Limit: 10, Burst: 10, Hits: hits, Algorithm: alg}
+				return Request{ID: id, Policy: Policy{Scale: time.Second, Limit: 10, Burst: 10, Algorithm: alg}, Hits: hits}
 			}
 			// Existing buckets: "old" from the previous window (a GCRA bucket
 			// moves to the current one when it changes), "cur" in this one.
@@ -66,7 +66,7 @@ func TestRollbackUndoesEveryChange(t *testing.T) {
 func TestCommitKeepsTheChanges(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
-	req := Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 2}
+	req := Request{ID: "a", Policy: Policy{Scale: time.Second, Limit: 3}, Hits: 2}
 	tb.Begin()
 	tb.Apply(req, at(0))
 	tb.Commit()
@@ -75,7 +75,7 @@ func TestCommitKeepsTheChanges(t *testing.T) {
 	}
 	// A unit after a committed one starts afresh: its Rollback undoes only its own changes.
 	tb.Begin()
-	tb.Apply(Request{ID: "a", Scale: time.Second, Limit: 3, Hits: 1}, at(0))
+	tb.Apply(Request{ID: "a", Policy: Policy{Scale: time.Second, Limit: 3}, Hits: 1}, at(0))
 	tb.Rollback()
 	if b, _ := tb.Get(req, at(0)); b.Count != 2 {
 		t.Fatalf("after a rolled-back hit: got count %d, want 2", b.Count)
@@ -87,7 +87,7 @@ func TestCommitKeepsTheChanges(t *testing.T) {
 func TestRollbackBringsBackAnEvictedBucket(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{MaxBuckets: 2, Evict: true, TrackChanges: true})
-	req := func(id string) Request { return Request{ID: id, Scale: time.Hour, Limit: 5, Hits: 2} }
+	req := func(id string) Request { return Request{ID: id, Policy: Policy{Scale: time.Hour, Limit: 5}, Hits: 2} }
 	tb.Apply(req("a"), at(0))
 	tb.Apply(req("b"), at(1))
 	_ = tb.Changes(func([]byte) error { return nil })
@@ -117,7 +117,7 @@ func TestRollbackBringsBackAnEvictedBucket(t *testing.T) {
 func TestRollbackLeavesNoBucketOfARefusedCheck(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{MaxBuckets: 2})
-	req := func(id string) Request { return Request{ID: id, Scale: time.Hour, Limit: 5, Hits: 1} }
+	req := func(id string) Request { return Request{ID: id, Policy: Policy{Scale: time.Hour, Limit: 5}, Hits: 1} }
 	tb.Apply(req("full"), at(0))
 	tb.Begin()
 	if d := tb.Apply(req("a"), at(0)); !d.Allowed {
@@ -143,13 +143,13 @@ func TestReserveSaysWhereTheHitsWereCounted(t *testing.T) {
 		now  int64 // ms after t0
 		want int64
 	}{
-		{Request{ID: "f", Scale: time.Second, Limit: 2, Hits: 1}, 1_250, start + 1_000},
-		{Request{ID: "s", Scale: time.Second, Limit: 2, Hits: 1, Algorithm: SlidingWindow}, 2_999, start + 2_000},
+		{Request{ID: "f", Policy: Policy{Scale: time.Second, Limit: 2}, Hits: 1}, 1_250, start + 1_000},
+		{Request{ID: "s", Policy: Policy{Scale: time.Second, Limit: 2, Algorithm: SlidingWindow}, Hits: 1}, 2_999, start + 2_000},
 		// 10 per second: 100 ms per token, 3 tokens from an empty bucket at 500.
-		{Request{ID: "t", Scale: time.Second, Limit: 10, Hits: 3, Algorithm: TokenBucket}, 500, start + 800},
-		{Request{ID: "l", Scale: time.Second, Limit: 4, Hits: 1, Algorithm: LeakyBucket}, 10, start + 260},
-		{Request{ID: "p", Scale: time.Second, Limit: 2, Hits: 0}, 0, 0},
-		{Request{ID: "d", Scale: time.Second, Limit: 1, Hits: 2}, 0, 0},
+		{Request{ID: "t", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 3}, 500, start + 800},
+		{Request{ID: "l", Policy: Policy{Scale: time.Second, Limit: 4, Algorithm: LeakyBucket}, Hits: 1}, 10, start + 260},
+		{Request{ID: "p", Policy: Policy{Scale: time.Second, Limit: 2}, Hits: 0}, 0, 0},
+		{Request{ID: "d", Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 2}, 0, 0},
 	}
 	for _, c := range cases {
 		tb := New(Config{})
@@ -167,14 +167,14 @@ func TestRefundCreditsOnlyTheWindowOfItsHits(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			t.Parallel()
 			tb := New(Config{})
-			req := Request{ID: "a", Scale: 20 * time.Millisecond, Limit: 5, Hits: 1, Algorithm: alg}
+			req := Request{ID: "a", Policy: Policy{Scale: 20 * time.Millisecond, Limit: 5, Algorithm: alg}, Hits: 1}
 			r := tb.Reserve(req, at(19)) // the last ms of window 0
 			if !r.Allowed || r.Window != at(0).UnixMilli() {
 				t.Fatalf("hit: got %+v, want allowed in the window at 0", r)
 			}
 			// Window 1 fills up; then the refund of the hit in window 0 arrives.
 			for range 5 {
-				tb.Apply(Request{ID: "a", Scale: 20 * time.Millisecond, Limit: 5, Hits: 1, Algorithm: alg}, at(20))
+				tb.Apply(Request{ID: "a", Policy: Policy{Scale: 20 * time.Millisecond, Limit: 5, Algorithm: alg}, Hits: 1}, at(20))
 			}
 			ref := req
 			ref.Window = r.Window
@@ -199,7 +199,7 @@ func TestRefundOfAGCRABucketGivesBackOnlyWhatHasNotDrained(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{})
 	// 10 per second: a token every 100 ms; a bucket of 10.
-	req := Request{ID: "t", Scale: time.Second, Limit: 10, Hits: 4, Algorithm: TokenBucket}
+	req := Request{ID: "t", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 4}
 	r := tb.Reserve(req, at(0)) // tokens in use until 400
 	if !r.Allowed || r.Window != at(400).UnixMilli() {
 		t.Fatalf("4 hits: got %+v, want allowed, full again at 400 ms", r)
@@ -213,17 +213,17 @@ func TestRefundOfAGCRABucketGivesBackOnlyWhatHasNotDrained(t *testing.T) {
 		t.Errorf("refund at 250 ms: got %+v, want an empty bucket", d)
 	}
 	// Later hits stacked after the reserved ones: a refund gives back the reserved part only.
-	tb.Apply(Request{ID: "u", Scale: time.Second, Limit: 10, Hits: 2, Algorithm: TokenBucket}, at(1_000))
-	r = tb.Reserve(Request{ID: "u", Scale: time.Second, Limit: 10, Hits: 3, Algorithm: TokenBucket}, at(1_000))
-	tb.Apply(Request{ID: "u", Scale: time.Second, Limit: 10, Hits: 1, Algorithm: TokenBucket}, at(1_000))
-	ref = Request{ID: "u", Scale: time.Second, Limit: 10, Hits: 3, Algorithm: TokenBucket, Window: r.Window}
+	tb.Apply(Request{ID: "u", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 2}, at(1_000))
+	r = tb.Reserve(Request{ID: "u", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 3}, at(1_000))
+	tb.Apply(Request{ID: "u", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 1}, at(1_000))
+	ref = Request{ID: "u", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 3, Window: r.Window}
 	if d := tb.Refund(ref, at(1_000)); d.Count != 3 || d.ResetAfter != 300*time.Millisecond {
 		t.Errorf("refund of 3 of 6 tokens: got %+v, want 3 in use, full in 300 ms", d)
 	}
 	// Once the reserved hits have drained there is nothing to give back.
-	r = tb.Reserve(Request{ID: "v", Scale: time.Second, Limit: 10, Hits: 2, Algorithm: TokenBucket}, at(2_000))
-	tb.Apply(Request{ID: "v", Scale: time.Second, Limit: 10, Hits: 5, Algorithm: TokenBucket}, at(2_300))
-	ref = Request{ID: "v", Scale: time.Second, Limit: 10, Hits: 2, Algorithm: TokenBucket, Window: r.Window}
+	r = tb.Reserve(Request{ID: "v", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 2}, at(2_000))
+	tb.Apply(Request{ID: "v", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 5}, at(2_300))
+	ref = Request{ID: "v", Policy: Policy{Scale: time.Second, Limit: 10, Algorithm: TokenBucket}, Hits: 2, Window: r.Window}
 	if d := tb.Refund(ref, at(2_300)); d.Count != 5 {
 		t.Errorf("refund of drained hits: got %+v, want the 5 later tokens still in use", d)
 	}

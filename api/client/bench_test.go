@@ -11,6 +11,7 @@ import (
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
 	"github.com/ratelimitd/ratelimitd/api/rules"
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 // BenchmarkCheck measures one Check, a full HTTP round trip to a real
@@ -18,11 +19,11 @@ import (
 // goroutines: ad hoc and allowed every time (a limit no run reaches), by
 // rule, and a peek.
 func BenchmarkCheck(b *testing.B) {
-	store := newStore(b, rules.Rule{Name: "api", Scale: longScale, Limit: 1 << 60})
+	store := newStore(b, rules.Rule{Name: "api", Policy: table.Policy{Scale: longScale, Limit: 1 << 60}})
 	srv := startServer(b, startSystem(b), api.Options{Rules: store})
 	c := newClient(b, client.Options{BaseURL: srv.URL})
 	ctx := context.Background()
-	adHoc := client.Limit{Scale: longScale, Limit: 1 << 60}
+	adHoc := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1 << 60}}
 	tests := []struct {
 		name string
 		l    client.Limit
@@ -75,7 +76,7 @@ func (cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func BenchmarkCheckClientOnly(b *testing.B) {
 	c := newClient(b, client.Options{BaseURL: "http://ratelimitd.invalid", HTTPClient: &http.Client{Transport: cannedTransport{}}})
 	ctx := context.Background()
-	l := client.Limit{Scale: time.Minute, Limit: 10}
+	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 10}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if d, err := c.Check(ctx, "bench", l, 1); err != nil || !d.Allowed {

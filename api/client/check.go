@@ -15,6 +15,22 @@ import (
 // Scale counted with Algorithm, or by a rule configured on the service.
 // The same id under two different limits counts in two different buckets.
 type Limit struct {
+	// Policy is the limit, when no Rule supplies it; its fields are those
+	// of the service's table.Policy.
+	Policy
+	// Rule names a rule configured on the service, which supplies the
+	// Policy instead: it must then be zero (else the service answers 400
+	// naming the field given).
+	Rule string
+}
+
+// Policy is a limit, the client's mirror of the service's table.Policy
+// (this package does not import the service).
+type Policy struct {
+	// Algorithm names how hits are counted: "fixed_window" (the default,
+	// when empty), "sliding_window", "token_bucket" or "leaky_bucket" (see
+	// package table).
+	Algorithm string
 	// Scale is the window: a whole number of milliseconds, from 1ms to
 	// 8784h (one leap year). Required without Rule.
 	Scale time.Duration
@@ -22,17 +38,9 @@ type Limit struct {
 	// token_bucket and leaky_bucket, the refill rate. Required without
 	// Rule.
 	Limit int64
-	// Algorithm names how hits are counted: "fixed_window" (the default,
-	// when empty), "sliding_window", "token_bucket" or "leaky_bucket" (see
-	// package table).
-	Algorithm string
 	// Burst is the bucket size of token_bucket (0 means Limit) and
 	// leaky_bucket (0 means 1); ignored by the windows.
 	Burst int64
-	// Rule names a rule configured on the service, which supplies Scale,
-	// Limit, Algorithm and Burst instead: they must then be zero (else the
-	// service answers 400 naming the one given).
-	Rule string
 }
 
 // Decision is the service's answer to a check or a refund.

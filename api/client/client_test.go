@@ -15,6 +15,7 @@ import (
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
 	"github.com/ratelimitd/ratelimitd/api/rules"
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 func TestNew(t *testing.T) {
@@ -81,7 +82,7 @@ func TestCheck(t *testing.T) {
 		limit client.Limit
 		steps []checkStep
 	}{
-		{"fixed window", client.Limit{Scale: time.Second, Limit: 3}, []checkStep{
+		{"fixed window", client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 3}}, []checkStep{
 			{0, 1, ok(1, 3, 1000*ms)},
 			{0, 2, ok(3, 3, 1000*ms)},
 			{0, 1, no(3, 3, 1000*ms, 1000*ms)},
@@ -89,15 +90,15 @@ func TestCheck(t *testing.T) {
 			{0, 0, no(3, 3, 600*ms, 600*ms)}, // a peek
 			{600 * ms, 1, ok(1, 3, 1000*ms)}, // a new window
 		}},
-		{"sliding window", client.Limit{Scale: time.Second, Limit: 3, Algorithm: "sliding_window"}, []checkStep{
+		{"sliding window", client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 3, Algorithm: "sliding_window"}}, []checkStep{
 			{0, 3, ok(3, 3, 2000*ms)},
 			{0, 1, no(3, 3, 2000*ms, 1334*ms)},
 		}},
-		{"token bucket with burst", client.Limit{Scale: time.Second, Limit: 3, Algorithm: "token_bucket", Burst: 5}, []checkStep{
+		{"token bucket with burst", client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 3, Algorithm: "token_bucket", Burst: 5}}, []checkStep{
 			{0, 5, ok(5, 5, 1667*ms)},
 			{0, 1, no(5, 5, 1667*ms, 334*ms)},
 		}},
-		{"leaky bucket", client.Limit{Scale: time.Second, Limit: 500, Algorithm: "leaky_bucket"}, []checkStep{
+		{"leaky bucket", client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 500, Algorithm: "leaky_bucket"}}, []checkStep{
 			{0, 1, ok(1, 1, 2*ms)},
 			{0, 1, no(1, 1, 2*ms, 2*ms)},
 			{ms, 1, no(1, 1, ms, ms)},
@@ -128,7 +129,7 @@ func TestCheckDenyStatus429(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, startSystem(t), api.Options{DenyStatus: http.StatusTooManyRequests})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
-	l := client.Limit{Scale: longScale, Limit: 1}
+	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1}}
 	for i, want := range []bool{true, false} {
 		d, err := c.Check(context.Background(), "bob", l, 1)
 		if err != nil || d.Allowed != want || d.Degraded {
@@ -141,8 +142,8 @@ func TestCheckRule(t *testing.T) {
 	t.Parallel()
 	sys, _ := startClocked(t)
 	store := newStore(t,
-		rules.Rule{Name: "login", Scale: time.Minute, Limit: 2},
-		rules.Rule{Name: "watch", Scale: time.Minute, Limit: 1, Shadow: true},
+		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
+		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
 	)
 	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{Rules: store}).URL})
 	ctx := context.Background()
@@ -169,7 +170,7 @@ func TestCheckRule(t *testing.T) {
 		}
 	}
 	// An ad-hoc check of the same id counts apart from the rule.
-	got, err := c.Check(ctx, "alice", client.Limit{Scale: time.Minute, Limit: 2}, 1)
+	got, err := c.Check(ctx, "alice", client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 2}}, 1)
 	if err != nil || !got.Allowed || got.Count != 1 || got.Rule != "" {
 		t.Errorf("ad hoc: got %+v, %v; want allowed, count 1, no rule", got, err)
 	}
@@ -178,11 +179,11 @@ func TestCheckRule(t *testing.T) {
 func TestCheckAll(t *testing.T) {
 	t.Parallel()
 	sys, _ := startClocked(t)
-	store := newStore(t, rules.Rule{Name: "login", Scale: time.Minute, Limit: 5})
+	store := newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 5}})
 	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{Rules: store}).URL})
 	ctx := context.Background()
-	perMinute := client.Limit{Scale: time.Minute, Limit: 1}
-	perDay := client.Limit{Scale: 24 * time.Hour, Limit: 10}
+	perMinute := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 1}}
+	perDay := client.Limit{Policy: client.Policy{Scale: 24 * time.Hour, Limit: 10}}
 	batch := []client.Check{
 		{ID: "u", Limit: perMinute, Hits: 1},
 		{ID: "u", Limit: perDay, Hits: 1},
@@ -223,7 +224,7 @@ func TestRefund(t *testing.T) {
 	sys, _ := startClocked(t)
 	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{}).URL})
 	ctx := context.Background()
-	l := client.Limit{Scale: time.Minute, Limit: 5}
+	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
 	if _, err := c.Check(ctx, "carol", l, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -249,9 +250,9 @@ func TestRefund(t *testing.T) {
 // wrapping a FieldError that names the field, under either policy.
 func TestInvalid(t *testing.T) {
 	t.Parallel()
-	store := newStore(t, rules.Rule{Name: "login", Scale: time.Minute, Limit: 2})
+	store := newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})
 	srv := startServer(t, startSystem(t), api.Options{Rules: store})
-	ok := client.Limit{Scale: time.Minute, Limit: 10}
+	ok := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 10}}
 	type call func(ctx context.Context, c *client.Client) error
 	check := func(id string, l client.Limit, hits int64) call {
 		return func(ctx context.Context, c *client.Client) error {
@@ -266,15 +267,15 @@ func TestInvalid(t *testing.T) {
 	}{
 		{"empty id", check("", ok, 1), "id"},
 		{"long id", check(strings.Repeat("x", 1025), ok, 1), "id"},
-		{"no limit", check("a", client.Limit{Scale: time.Minute}, 1), "limit"},
-		{"no scale", check("a", client.Limit{Limit: 1}, 1), "scale"},
-		{"negative scale", check("a", client.Limit{Scale: -time.Second, Limit: 1}, 1), "scale"},
-		{"fractional scale", check("a", client.Limit{Scale: 1500 * time.Microsecond, Limit: 1}, 1), "scale"},
+		{"no limit", check("a", client.Limit{Policy: client.Policy{Scale: time.Minute}}, 1), "limit"},
+		{"no scale", check("a", client.Limit{Policy: client.Policy{Limit: 1}}, 1), "scale"},
+		{"negative scale", check("a", client.Limit{Policy: client.Policy{Scale: -time.Second, Limit: 1}}, 1), "scale"},
+		{"fractional scale", check("a", client.Limit{Policy: client.Policy{Scale: 1500 * time.Microsecond, Limit: 1}}, 1), "scale"},
 		{"negative hits", check("a", ok, -1), "hits"},
-		{"unknown algorithm", check("a", client.Limit{Scale: time.Minute, Limit: 1, Algorithm: "bogus"}, 1), "algorithm"},
-		{"negative burst", check("a", client.Limit{Scale: time.Minute, Limit: 1, Burst: -1}, 1), "burst"},
+		{"unknown algorithm", check("a", client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 1, Algorithm: "bogus"}}, 1), "algorithm"},
+		{"negative burst", check("a", client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 1, Burst: -1}}, 1), "burst"},
 		{"unknown rule", check("a", client.Limit{Rule: "nope"}, 1), "rule"},
-		{"rule and scale", check("a", client.Limit{Rule: "login", Scale: time.Minute}, 1), "scale"},
+		{"rule and scale", check("a", client.Limit{Rule: "login", Policy: client.Policy{Scale: time.Minute}}, 1), "scale"},
 		{"wait on unknown rule", func(ctx context.Context, c *client.Client) error {
 			return c.Wait(ctx, "a", client.Limit{Rule: "nope"})
 		}, "rule"},
@@ -283,7 +284,7 @@ func TestInvalid(t *testing.T) {
 			return err
 		}, "hits"},
 		{"refund without limit", func(ctx context.Context, c *client.Client) error {
-			_, err := c.Refund(ctx, "a", client.Limit{Scale: time.Minute}, 1)
+			_, err := c.Refund(ctx, "a", client.Limit{Policy: client.Policy{Scale: time.Minute}}, 1)
 			return err
 		}, "limit"},
 		{"empty batch", func(ctx context.Context, c *client.Client) error {
@@ -291,7 +292,7 @@ func TestInvalid(t *testing.T) {
 			return err
 		}, "checks"},
 		{"bad check in batch", func(ctx context.Context, c *client.Client) error {
-			_, _, err := c.CheckAll(ctx, []client.Check{{ID: "a", Limit: ok, Hits: 1}, {ID: "a", Limit: client.Limit{Scale: time.Minute}, Hits: 1}})
+			_, _, err := c.CheckAll(ctx, []client.Check{{ID: "a", Limit: ok, Hits: 1}, {ID: "a", Limit: client.Limit{Policy: client.Policy{Scale: time.Minute}}, Hits: 1}})
 			return err
 		}, "checks[1].limit"},
 	}
@@ -345,7 +346,7 @@ func TestEncoding(t *testing.T) {
 		{"q\"uo\\te\n\x00", "", `[{"id":"q\"uo\\te\u000a\u0000","hits":1,"scale":60000,"limit":10}]`},
 	}
 	for _, tt := range tests {
-		l := client.Limit{Scale: time.Minute, Limit: 10}
+		l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 10}}
 		if tt.rule != "" {
 			l = client.Limit{Rule: tt.rule}
 		}
@@ -394,7 +395,7 @@ func TestBaseURL(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := newClient(t, tt.start(t))
-			l := client.Limit{Scale: longScale, Limit: 1}
+			l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1}}
 			for i, want := range []bool{true, false} {
 				d, err := c.Check(context.Background(), "base-"+tt.name, l, 1)
 				if err != nil || d.Allowed != want {

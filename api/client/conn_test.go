@@ -41,7 +41,7 @@ func TestKeepAlive(t *testing.T) {
 	srv, conns := countingServer(t)
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	ctx := context.Background()
-	l := client.Limit{Scale: longScale, Limit: 100}
+	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 100}}
 	allowed := 0
 	for i := range 300 {
 		d, err := c.Check(ctx, "a", l, 1)
@@ -84,7 +84,7 @@ func TestConcurrentExact(t *testing.T) {
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l := client.Limit{Scale: longScale, Limit: limit}
+	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: limit}}
 	var allowed, denied atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {

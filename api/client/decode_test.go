@@ -250,7 +250,7 @@ func FuzzAppendQuery(f *testing.F) {
 	f.Add("a b&c=d+e%f", "r&s", "leaky_bucket", int64(0), int64(-1), int64(0))
 	f.Add("\x00\xff é", "", "x y", int64(-7), int64(1500000), int64(math.MaxInt64))
 	f.Fuzz(func(t *testing.T, id, rule, alg string, hits, scaleNs, limit int64) {
-		l := Limit{Scale: time.Duration(scaleNs), Limit: limit, Algorithm: alg, Rule: rule}
+		l := Limit{Policy: Policy{Scale: time.Duration(scaleNs), Limit: limit, Algorithm: alg}, Rule: rule}
 		q := string(appendQuery(nil, id, &l, hits))
 		vals, err := url.ParseQuery(q)
 		if err != nil {

@@ -4,7 +4,7 @@
 //	c, err := client.New(client.Options{BaseURL: "http://127.0.0.1:8080"})
 //	...
 //	defer c.Close()
-//	d, err := c.Check(ctx, "alice", client.Limit{Scale: time.Minute, Limit: 100}, 1)
+//	d, err := c.Check(ctx, "alice", client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 100}}, 1)
 //	if err != nil { ... }          // unavailable (FailClosed), bad input, closed
 //	if !d.Allowed { ... }          // denied: retry after d.RetryAfter
 //

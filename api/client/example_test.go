@@ -35,7 +35,7 @@ func Example() {
 	}
 	defer c.Close()
 
-	perHour := client.Limit{Scale: time.Hour, Limit: 2}
+	perHour := client.Limit{Policy: client.Policy{Scale: time.Hour, Limit: 2}}
 	for range 3 {
 		d, err := c.Check(ctx, "alice", perHour, 1)
 		if err != nil {
@@ -83,7 +83,7 @@ func ExampleClient_Wait() {
 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	pace := client.Limit{Scale: time.Second, Limit: 100, Algorithm: "leaky_bucket"}
+	pace := client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 100, Algorithm: "leaky_bucket"}}
 	begin := time.Now()
 	for job := range 10 {
 		if err := c.Wait(ctx, "mailer", pace); err != nil {

@@ -109,7 +109,7 @@ func TestOutageLogged(t *testing.T) {
 	}))
 	logs := &logRecorder{}
 	c := newClient(t, client.Options{BaseURL: srv.URL, Failure: client.FailOpen, Logger: slogOf(logs)})
-	l := client.Limit{Scale: longScale, Limit: 100}
+	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 100}}
 	check := func(wantDegraded bool) {
 		t.Helper()
 		var wg sync.WaitGroup
@@ -151,7 +151,7 @@ func TestTimeout(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(stop) }) // before srv.Close, which waits for handlers
-	l := client.Limit{Scale: time.Second, Limit: 1}
+	l := client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 1}}
 	const timeout = 100 * time.Millisecond
 
 	t.Run("Options.Timeout", func(t *testing.T) {
@@ -204,7 +204,7 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	l := client.Limit{Scale: longScale, Limit: 10}
+	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 10}}
 	if _, err := c.Check(ctx, "a", l, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestCloseConcurrent(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, startSystem(t), api.Options{})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
-	l := client.Limit{Scale: longScale, Limit: 1 << 40}
+	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1 << 40}}
 	var wg sync.WaitGroup
 	var checks atomic.Int64
 	for range 8 {
@@ -271,7 +271,7 @@ func TestServerStopped(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, startSystem(t), api.Options{})
 	ctx := context.Background()
-	l := client.Limit{Scale: longScale, Limit: 100}
+	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 100}}
 	clk, waitCtx := newFakeClock(t, 10*time.Second)
 	closed := newClient(t, client.Options{BaseURL: srv.URL, Clock: clk})
 	open := newClient(t, client.Options{BaseURL: srv.URL, Failure: client.FailOpen})

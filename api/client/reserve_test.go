@@ -16,7 +16,7 @@ func TestReserveCancel(t *testing.T) {
 	sys, clk := startClocked(t)
 	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{}).URL})
 	ctx := context.Background()
-	l := client.Limit{Scale: time.Minute, Limit: 5}
+	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
 
 	r, err := c.Reserve(ctx, "dave", l, 4)
 	if err != nil || !r.Allowed || r.Count != 4 {

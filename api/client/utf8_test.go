@@ -21,7 +21,7 @@ func TestIDNotUTF8(t *testing.T) {
 		requests.Add(1)
 		writeJSON(w, 200, decisionJSON)
 	}))
-	l := client.Limit{Scale: time.Minute, Limit: 10}
+	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 10}}
 	tests := []struct {
 		name      string
 		call      func(ctx context.Context, c *client.Client) error

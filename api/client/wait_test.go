@@ -28,7 +28,7 @@ func TestWaitPacing(t *testing.T) {
 	c := newClient(t, client.Options{BaseURL: srv.URL, Clock: manualClock{clk}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l := client.Limit{Scale: time.Second, Limit: rate, Algorithm: "leaky_bucket"}
+	l := client.Limit{Policy: client.Policy{Scale: time.Second, Limit: rate, Algorithm: "leaky_bucket"}}
 
 	at := make([]time.Time, 0, n)
 	for i := range n {
@@ -86,7 +86,7 @@ func TestWaitRealTime(t *testing.T) {
 			const n = 100
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			l := client.Limit{Scale: time.Second, Limit: 1000, Algorithm: "leaky_bucket"}
+			l := client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 1000, Algorithm: "leaky_bucket"}}
 			id := "rt-" + tt.name
 			done := make([][]int, tt.workers)
 			errs := make([]error, tt.workers)
@@ -133,7 +133,7 @@ func TestWaitFailClosed(t *testing.T) {
 	clk, ctx := newFakeClock(t, 30*time.Second)
 	logs := &logRecorder{}
 	c := newClient(t, client.Options{BaseURL: deadURL(t), Clock: clk, Logger: slogOf(logs)})
-	err := c.Wait(ctx, "a", client.Limit{Scale: time.Second, Limit: 1})
+	err := c.Wait(ctx, "a", client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 1}})
 	if !errors.Is(err, context.Canceled) || err != ctx.Err() {
 		t.Fatalf("got %v, want ctx.Err() (context canceled)", err)
 	}
@@ -157,7 +157,7 @@ func TestWaitFailOpen(t *testing.T) {
 	t.Parallel()
 	clk, ctx := newFakeClock(t, 0)
 	c := newClient(t, client.Options{BaseURL: deadURL(t), Clock: clk, Failure: client.FailOpen})
-	if err := c.Wait(ctx, "a", client.Limit{Scale: time.Second, Limit: 1}); err != nil {
+	if err := c.Wait(ctx, "a", client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 1}}); err != nil {
 		t.Fatalf("got %v, want nil", err)
 	}
 	if s := clk.slept(); len(s) != 0 {
@@ -209,7 +209,7 @@ func TestWaitRetryAfter(t *testing.T) {
 				writeJSON(w, tt.status, tt.body)
 			}))
 			c := newClient(t, client.Options{BaseURL: srv.URL, Clock: clk})
-			if err := c.Wait(ctx, "a", client.Limit{Scale: time.Second, Limit: 1}); err != nil {
+			if err := c.Wait(ctx, "a", client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 1}}); err != nil {
 				t.Fatalf("Wait: %v", err)
 			}
 			sleeps := clk.slept()
@@ -256,7 +256,7 @@ func TestWaitContext(t *testing.T) {
 			c := newClient(t, client.Options{BaseURL: srv.URL, Clock: clk})
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
-			go func() { errc <- c.Wait(ctx, "a", client.Limit{Scale: time.Second, Limit: 1}) }()
+			go func() { errc <- c.Wait(ctx, "a", client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 1}}) }()
 			<-arrived
 			cancel()
 			close(release)
@@ -279,7 +279,7 @@ func TestWaitContext(t *testing.T) {
 		c := newClient(t, client.Options{BaseURL: srv.URL})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := c.Wait(ctx, "a", client.Limit{Scale: time.Second, Limit: 1}); err != context.Canceled {
+		if err := c.Wait(ctx, "a", client.Limit{Policy: client.Policy{Scale: time.Second, Limit: 1}}); err != context.Canceled {
 			t.Errorf("got %v, want context.Canceled", err)
 		}
 		if n := calls.Load(); n != 0 {

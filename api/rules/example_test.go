@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/api/rules"
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 func Example() {
@@ -83,10 +84,9 @@ rules:
 
 func ExampleMarshal() {
 	data, err := rules.Marshal([]rules.Rule{{
-		Name:  "login",
-		Scale: 90 * time.Second,
-		Limit: 5,
-		Match: rules.Match{Prefix: "/api/login", Method: "post", Host: "Example.com:8080"},
+		Name:   "login",
+		Policy: table.Policy{Scale: 90 * time.Second, Limit: 5},
+		Match:  rules.Match{Prefix: "/api/login", Method: "post", Host: "Example.com:8080"},
 	}})
 	if err != nil {
 		fmt.Println(err)

@@ -36,7 +36,7 @@ func checkError(t *testing.T, err error, want Error) {
 
 // nameRule returns a valid rule used only by name.
 func nameRule(name string) Rule {
-	return Rule{Name: name, Algorithm: table.FixedWindow, Scale: time.Second, Limit: 10}
+	return Rule{Name: name, Policy: table.Policy{Algorithm: table.FixedWindow, Scale: time.Second, Limit: 10}}
 }
 
 // urlRule returns a valid rule matching prefix, method and host.

@@ -12,10 +12,14 @@ import (
 func TestJSONRoundTrip(t *testing.T) {
 	t.Parallel()
 	in := []Rule{
-		{Name: "login", Scale: 30 * time.Second, Limit: 5, Burst: 10, Shadow: true,
-			Match: Match{Prefix: "/api/login", Method: "POST", Host: "example.com"}},
-		{Name: "by-name", Scale: 90 * time.Minute, Limit: 0},
-		{Name: "ms", Scale: 1500 * time.Millisecond, Limit: 3, Match: Match{Prefix: "/"}},
+		{
+			Name:   "login",
+			Policy: table.Policy{Scale: 30 * time.Second, Limit: 5, Burst: 10},
+			Shadow: true,
+			Match:  Match{Prefix: "/api/login", Method: "POST", Host: "example.com"},
+		},
+		{Name: "by-name", Policy: table.Policy{Scale: 90 * time.Minute, Limit: 0}},
+		{Name: "ms", Policy: table.Policy{Scale: 1500 * time.Millisecond, Limit: 3}, Match: Match{Prefix: "/"}},
 	}
 	data, err := json.Marshal(in)
 	if err != nil {
@@ -43,12 +47,12 @@ func TestJSONUnmarshal(t *testing.T) {
 		in   string
 		want Rule
 	}{
-		{"minimal", `{"name":"a","scale":"1s","limit":1}`, Rule{Name: "a", Scale: time.Second, Limit: 1}},
-		{"scale in ms", `{"name":"a","scale":30000,"limit":1}`, Rule{Name: "a", Scale: 30 * time.Second, Limit: 1}},
-		{"scale in ms string", `{"name":"a","scale":"30000","limit":1}`, Rule{Name: "a", Scale: 30 * time.Second, Limit: 1}},
-		{"nulls are absent", `{"name":"a","scale":"1s","limit":1,"burst":null,"shadow":null,"match":null,"algorithm":null}`, Rule{Name: "a", Scale: time.Second, Limit: 1}},
+		{"minimal", `{"name":"a","scale":"1s","limit":1}`, Rule{Name: "a", Policy: table.Policy{Scale: time.Second, Limit: 1}}},
+		{"scale in ms", `{"name":"a","scale":30000,"limit":1}`, Rule{Name: "a", Policy: table.Policy{Scale: 30 * time.Second, Limit: 1}}},
+		{"scale in ms string", `{"name":"a","scale":"30000","limit":1}`, Rule{Name: "a", Policy: table.Policy{Scale: 30 * time.Second, Limit: 1}}},
+		{"nulls are absent", `{"name":"a","scale":"1s","limit":1,"burst":null,"shadow":null,"match":null,"algorithm":null}`, Rule{Name: "a", Policy: table.Policy{Scale: time.Second, Limit: 1}}},
 		{"normalised", `{"name":"a","algorithm":"fixed_window","scale":"1m","limit":1,"match":{"prefix":"/X","method":"get","host":"A.example:80"}}`,
-			Rule{Name: "a", Algorithm: table.FixedWindow, Scale: time.Minute, Limit: 1, Match: Match{Prefix: "/X", Method: "GET", Host: "a.example"}}},
+			Rule{Name: "a", Policy: table.Policy{Algorithm: table.FixedWindow, Scale: time.Minute, Limit: 1}, Match: Match{Prefix: "/X", Method: "GET", Host: "a.example"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

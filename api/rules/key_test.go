@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 func TestRuleKey(t *testing.T) {
@@ -36,7 +38,7 @@ func TestRuleKey(t *testing.T) {
 	}
 	bad := []string{"cookie:x", "header:", "query:", "header:bad name", "IP", "header:" + string(make([]byte, 200))}
 	for _, k := range bad {
-		r := Rule{Name: "r", Scale: time.Second, Limit: 1, Key: k}
+		r := Rule{Name: "r", Policy: table.Policy{Scale: time.Second, Limit: 1}, Key: k}
 		var e *Error
 		if err := r.Validate(); !errors.As(err, &e) || e.Field != "key" {
 			t.Errorf("key %q: got %v, want an error on field key", k, err)

@@ -68,16 +68,11 @@ type Rule struct {
 	// Name identifies the rule: 1 to MaxNameLen characters of [a-z0-9_.-],
 	// starting with a letter or digit. Unique within a Set.
 	Name string
-	// Algorithm counts the hits; the zero value is table.FixedWindow.
-	Algorithm table.Algorithm
-	// Scale is the window: a whole number of milliseconds within
-	// [table.MinScale, table.MaxScale].
-	Scale time.Duration
-	// Limit is the number of hits admitted per window; 0 denies everything.
-	Limit int64
-	// Burst is the bucket size of bucket algorithms; 0 means Limit. Accepted,
-	// and ignored, by the other algorithms.
-	Burst int64
+	// Policy is the limit: its Algorithm counts the hits, Scale is the
+	// window, Limit the hits admitted per window (0 denies everything),
+	// Burst the bucket size of bucket algorithms (0 means Limit; accepted,
+	// and ignored, by the windows).
+	table.Policy
 	// Shadow makes the rule count and report without ever denying.
 	Shadow bool
 	// Key says whose budget a request spends under this rule, when the

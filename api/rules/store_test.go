@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 func TestStoreVersions(t *testing.T) {
@@ -69,9 +71,13 @@ func TestStoreFailuresKeepTheSet(t *testing.T) {
 		do   func() (*Set, error)
 		want Error
 	}{
-		{"replace with a bad rule", func() (*Set, error) { return st.Replace([]Rule{nameRule("x"), {Name: "y", Scale: -1}}) }, Error{Index: 1, Name: "y", Field: "scale"}},
+		{"replace with a bad rule", func() (*Set, error) {
+			return st.Replace([]Rule{nameRule("x"), {Name: "y", Policy: table.Policy{Scale: -1}}})
+		}, Error{Index: 1, Name: "y", Field: "scale"}},
 		{"replace with duplicates", func() (*Set, error) { return st.Replace([]Rule{nameRule("x"), nameRule("x")}) }, Error{Index: 1, Name: "x", Field: "name"}},
-		{"put a bad rule", func() (*Set, error) { return st.Put(Rule{Name: "c", Scale: time.Second, Limit: -1}) }, Error{Index: -1, Name: "c", Field: "limit"}},
+		{"put a bad rule", func() (*Set, error) {
+			return st.Put(Rule{Name: "c", Policy: table.Policy{Scale: time.Second, Limit: -1}})
+		}, Error{Index: -1, Name: "c", Field: "limit"}},
 		{"put an ambiguous rule", func() (*Set, error) { return st.Put(urlRule("c", "/A", "", "")) }, Error{Index: -1, Name: "c", Field: "match"}},
 	}
 	for _, tt := range tests {

@@ -15,7 +15,7 @@ import (
 
 func TestParseGood(t *testing.T) {
 	t.Parallel()
-	login := Rule{Name: "login", Scale: 30 * time.Second, Limit: 5}
+	login := Rule{Name: "login", Policy: table.Policy{Scale: 30 * time.Second, Limit: 5}}
 	tests := []struct {
 		name string
 		in   string
@@ -30,13 +30,13 @@ func TestParseGood(t *testing.T) {
 		{"milliseconds", "rules:\n  - name: login\n    scale: 30000\n    limit: 5\n", []Rule{login}},
 		{"milliseconds string", "rules:\n  - name: login\n    scale: \"30000\"\n    limit: 5\n", []Rule{login}},
 		{"compound duration", "rules:\n  - {name: a, scale: 1h30m, limit: 1}\n",
-			[]Rule{{Name: "a", Scale: 90 * time.Minute, Limit: 1}}},
+			[]Rule{{Name: "a", Policy: table.Policy{Scale: 90 * time.Minute, Limit: 1}}}},
 		{"sub-second whole ms", "rules:\n  - {name: a, scale: 1.5s, limit: 1}\n",
-			[]Rule{{Name: "a", Scale: 1500 * time.Millisecond, Limit: 1}}},
+			[]Rule{{Name: "a", Policy: table.Policy{Scale: 1500 * time.Millisecond, Limit: 1}}}},
 		{"bounds", "rules:\n  - {name: a, scale: 1ms, limit: 0}\n  - {name: b, scale: 8784h, limit: 9223372036854775807}\n",
-			[]Rule{{Name: "a", Scale: time.Millisecond}, {Name: "b", Scale: table.MaxScale, Limit: 1<<63 - 1}}},
+			[]Rule{{Name: "a", Policy: table.Policy{Scale: time.Millisecond}}, {Name: "b", Policy: table.Policy{Scale: table.MaxScale, Limit: 1<<63 - 1}}}},
 		{"defaults", "rules:\n  - name: a\n    scale: 1s\n    limit: 1\n    algorithm:\n    burst: ~\n    shadow: null\n    match:\n",
-			[]Rule{{Name: "a", Algorithm: table.FixedWindow, Scale: time.Second, Limit: 1}}},
+			[]Rule{{Name: "a", Policy: table.Policy{Algorithm: table.FixedWindow, Scale: time.Second, Limit: 1}}}},
 		{"every field", `rules:
   - name: login
     algorithm: fixed_window
@@ -48,28 +48,32 @@ func TestParseGood(t *testing.T) {
       prefix: /api/login
       method: POST
       host: example.com
-`, []Rule{{Name: "login", Scale: 30 * time.Second, Limit: 5, Burst: 10, Shadow: true,
-			Match: Match{Prefix: "/api/login", Method: "POST", Host: "example.com"}}}},
+`, []Rule{{
+			Name:   "login",
+			Policy: table.Policy{Scale: 30 * time.Second, Limit: 5, Burst: 10},
+			Shadow: true,
+			Match:  Match{Prefix: "/api/login", Method: "POST", Host: "example.com"},
+		}}},
 		{"case normalisation", "rules:\n  - {name: a, scale: 1s, limit: 1, match: {prefix: /API/Login, method: post, host: Example.COM:8080}}\n",
-			[]Rule{{Name: "a", Scale: time.Second, Limit: 1, Match: Match{Prefix: "/API/Login", Method: "POST", Host: "example.com"}}}},
+			[]Rule{{Name: "a", Policy: table.Policy{Scale: time.Second, Limit: 1}, Match: Match{Prefix: "/API/Login", Method: "POST", Host: "example.com"}}}},
 		{"ipv6 host", "rules:\n  - {name: a, scale: 1s, limit: 1, match: {prefix: /, host: \"[2001:DB8::1]:443\"}}\n",
-			[]Rule{{Name: "a", Scale: time.Second, Limit: 1, Match: Match{Prefix: "/", Host: "2001:db8::1"}}}},
+			[]Rule{{Name: "a", Policy: table.Policy{Scale: time.Second, Limit: 1}, Match: Match{Prefix: "/", Host: "2001:db8::1"}}}},
 		{"file order kept", "rules:\n  - {name: z, scale: 1s, limit: 1}\n  - {name: a, scale: 1s, limit: 1}\n",
-			[]Rule{{Name: "z", Scale: time.Second, Limit: 1}, {Name: "a", Scale: time.Second, Limit: 1}}},
+			[]Rule{{Name: "z", Policy: table.Policy{Scale: time.Second, Limit: 1}}, {Name: "a", Policy: table.Policy{Scale: time.Second, Limit: 1}}}},
 		{"same prefix, different filters", `rules:
   - {name: a, scale: 1s, limit: 1, match: {prefix: /api}}
   - {name: b, scale: 1s, limit: 1, match: {prefix: /API, method: GET}}
   - {name: c, scale: 1s, limit: 1, match: {prefix: /api, host: x.org}}
 `, []Rule{
-			{Name: "a", Scale: time.Second, Limit: 1, Match: Match{Prefix: "/api"}},
-			{Name: "b", Scale: time.Second, Limit: 1, Match: Match{Prefix: "/API", Method: "GET"}},
-			{Name: "c", Scale: time.Second, Limit: 1, Match: Match{Prefix: "/api", Host: "x.org"}},
+			{Name: "a", Policy: table.Policy{Scale: time.Second, Limit: 1}, Match: Match{Prefix: "/api"}},
+			{Name: "b", Policy: table.Policy{Scale: time.Second, Limit: 1}, Match: Match{Prefix: "/API", Method: "GET"}},
+			{Name: "c", Policy: table.Policy{Scale: time.Second, Limit: 1}, Match: Match{Prefix: "/api", Host: "x.org"}},
 		}},
-		{"numeric-looking name", "rules:\n  - {name: 123, scale: 1s, limit: 1}\n", []Rule{{Name: "123", Scale: time.Second, Limit: 1}}},
+		{"numeric-looking name", "rules:\n  - {name: 123, scale: 1s, limit: 1}\n", []Rule{{Name: "123", Policy: table.Policy{Scale: time.Second, Limit: 1}}}},
 		{"hex and underscores in integers", "rules:\n  - {name: a, scale: 0x3e8, limit: 0x10}\n",
-			[]Rule{{Name: "a", Scale: time.Second, Limit: 16}}},
+			[]Rule{{Name: "a", Policy: table.Policy{Scale: time.Second, Limit: 16}}}},
 		{"aliases", "rules:\n  - {name: a, scale: &s 1m, limit: &l 7}\n  - {name: b, scale: *s, limit: *l}\n",
-			[]Rule{{Name: "a", Scale: time.Minute, Limit: 7}, {Name: "b", Scale: time.Minute, Limit: 7}}},
+			[]Rule{{Name: "a", Policy: table.Policy{Scale: time.Minute, Limit: 7}}, {Name: "b", Policy: table.Policy{Scale: time.Minute, Limit: 7}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,12 +210,16 @@ func TestErrorMessage(t *testing.T) {
 func TestMarshalRoundTrip(t *testing.T) {
 	t.Parallel()
 	in := []Rule{
-		{Name: "z-last", Scale: time.Hour, Limit: 0},
-		{Name: "login", Scale: 30 * time.Second, Limit: 5, Burst: 10, Shadow: true,
-			Match: Match{Prefix: "/API/Login", Method: "post", Host: "Example.COM:8443"}},
-		{Name: "api", Scale: 1500 * time.Millisecond, Limit: 100, Match: Match{Prefix: "/api/"}},
-		{Name: "true", Scale: table.MaxScale, Limit: 1<<63 - 1, Match: Match{Prefix: "/&x:{y}*[z]"}},
-		{Name: "0", Scale: 90 * time.Minute, Limit: 1, Match: Match{Prefix: "/", Host: "::1"}},
+		{Name: "z-last", Policy: table.Policy{Scale: time.Hour, Limit: 0}},
+		{
+			Name:   "login",
+			Policy: table.Policy{Scale: 30 * time.Second, Limit: 5, Burst: 10},
+			Shadow: true,
+			Match:  Match{Prefix: "/API/Login", Method: "post", Host: "Example.COM:8443"},
+		},
+		{Name: "api", Policy: table.Policy{Scale: 1500 * time.Millisecond, Limit: 100}, Match: Match{Prefix: "/api/"}},
+		{Name: "true", Policy: table.Policy{Scale: table.MaxScale, Limit: 1<<63 - 1}, Match: Match{Prefix: "/&x:{y}*[z]"}},
+		{Name: "0", Policy: table.Policy{Scale: 90 * time.Minute, Limit: 1}, Match: Match{Prefix: "/", Host: "::1"}},
 	}
 	data, err := Marshal(in)
 	if err != nil {
@@ -242,7 +250,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 
 func TestMarshalInvalid(t *testing.T) {
 	t.Parallel()
-	_, err := Marshal([]Rule{nameRule("a"), {Name: "b", Scale: 0, Limit: 1}})
+	_, err := Marshal([]Rule{nameRule("a"), {Name: "b", Policy: table.Policy{Scale: 0, Limit: 1}}})
 	checkError(t, err, Error{Index: 1, Name: "b", Field: "scale"})
 	_, err = Marshal([]Rule{nameRule("a"), nameRule("a")})
 	checkError(t, err, Error{Index: 1, Name: "a", Field: "name"})

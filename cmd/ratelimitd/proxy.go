@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api"
@@ -23,44 +21,31 @@ type proxyConfig struct {
 	trusted              []netip.Prefix
 	ipv6Prefix           int
 	header               string // the one forwarding header to read, or "" for the automatic order
-	client, host, global *api.ProxyLimit
+	client, host, global *table.Policy
 }
 
-// parseLimitSpec parses LIMIT/SCALE[/ALGORITHM[/BURST]], e.g. 100/1s or
-// 600/1m/token_bucket/50.
-func parseLimitSpec(s string) (*api.ProxyLimit, error) {
-	bad := errors.New("must be LIMIT/SCALE[/ALGORITHM[/BURST]], such as 100/1s or 600/1m/token_bucket/50")
-	parts := strings.Split(s, "/")
-	if len(parts) < 2 || len(parts) > 4 {
-		return nil, bad
+// parseLimitSpec parses a proxy layer's limit, table.ParsePolicy's
+// LIMIT/SCALE[/ALGORITHM[/BURST]] with a LIMIT of at least 1, e.g. 100/1s
+// or 600/1m/token_bucket/50.
+func parseLimitSpec(s string) (*table.Policy, error) {
+	if limit, _, _ := strings.Cut(s, "/"); limit == "0" || strings.HasPrefix(limit, "-") {
+		return nil, table.ErrPolicySyntax
 	}
-	l := &api.ProxyLimit{}
-	var err error
-	if l.Limit, err = strconv.ParseInt(parts[0], 10, 64); err != nil || l.Limit < 1 {
-		return nil, bad
-	}
-	if l.Scale, err = time.ParseDuration(parts[1]); err != nil {
-		return nil, bad
-	}
-	if len(parts) > 2 {
-		if l.Algorithm, err = table.ParseAlgorithm(parts[2]); err != nil {
-			return nil, fmt.Errorf("algorithm %s", strings.TrimPrefix(err.Error(), "algorithm: "))
-		}
-	}
-	if len(parts) > 3 {
-		if l.Burst, err = strconv.ParseInt(parts[3], 10, 64); err != nil || l.Burst < 0 {
-			return nil, bad
-		}
-	}
-	probe := table.Request{ID: "x", Scale: l.Scale, Limit: l.Limit, Algorithm: l.Algorithm, Burst: l.Burst, Hits: 1}
-	if err := probe.Validate(); err != nil {
+	p, err := table.ParsePolicy(s)
+	var fe *table.FieldError
+	switch {
+	case errors.As(err, &fe) && fe.Field == "algorithm":
+		return nil, fmt.Errorf("algorithm %s", fe.Rule)
+	case err != nil:
 		return nil, err
+	case p.Limit < 1:
+		return nil, table.ErrPolicySyntax
 	}
-	return l, nil
+	return &p, nil
 }
 
 // limitFlag defines a LIMIT/SCALE flag that sets *p.
-func limitFlag(set func(name, usage string, fn func(string) error), p **api.ProxyLimit, name, usage string) {
+func limitFlag(set func(name, usage string, fn func(string) error), p **table.Policy, name, usage string) {
 	set(name, usage, func(s string) error {
 		l, err := parseLimitSpec(s)
 		if err != nil {

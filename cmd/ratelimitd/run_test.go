@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -87,9 +86,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--admin-token-file", "/run/secrets/token"}, with(func(c *config) { c.adminTokenFile = "/run/secrets/token" })},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:9000"}, with(func(c *config) { c.proxy.upstream = "http://127.0.0.1:9000" })},
 		{[]string{"--proxy-upstream", "https://app.internal"}, with(func(c *config) { c.proxy.upstream = "https://app.internal" })},
-		{[]string{"--client-limit", "100/1s"}, with(func(c *config) { c.proxy.client = &api.ProxyLimit{Limit: 100, Scale: time.Second} })},
+		{[]string{"--client-limit", "100/1s"}, with(func(c *config) { c.proxy.client = &table.Policy{Limit: 100, Scale: time.Second} })},
 		{[]string{"--global-limit", "600/1m/token_bucket/50"}, with(func(c *config) {
-			c.proxy.global = &api.ProxyLimit{Limit: 600, Scale: time.Minute, Algorithm: table.TokenBucket, Burst: 50}
+			c.proxy.global = &table.Policy{Limit: 600, Scale: time.Minute, Algorithm: table.TokenBucket, Burst: 50}
 		})},
 		{[]string{"--trusted-proxies", "10.0.0.0/8, 192.0.2.1"}, with(func(c *config) {
 			c.proxy.trusted = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.1/32")}

@@ -72,7 +72,7 @@ func newRatelimitd(ctx context.Context) (Limiter, error) {
 }
 
 func (l *rl) Allow(ctx context.Context, key string) (bool, error) {
-	d, err := l.s.Check(ctx, table.Request{ID: key, Scale: Window, Limit: Limit, Hits: 1})
+	d, err := l.s.Check(ctx, table.Request{ID: key, Policy: table.Policy{Scale: Window, Limit: Limit}, Hits: 1})
 	return d.Allowed, err
 }
 

@@ -52,7 +52,7 @@ func MeasureJournal(ctx context.Context, dir string, goroutines, rounds int, per
 	}
 	reqs := make([]table.Request, 1000)
 	for i := range reqs {
-		reqs[i] = table.Request{ID: "user-" + strconv.Itoa(i), Scale: time.Hour, Limit: 1 << 40, Hits: 1}
+		reqs[i] = table.Request{ID: "user-" + strconv.Itoa(i), Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1}
 	}
 	lat := make([][]time.Duration, len(JournalModes))
 	elapsed := make([]time.Duration, len(JournalModes))

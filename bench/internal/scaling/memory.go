@@ -145,7 +145,7 @@ func fillSystem(ctx context.Context, s *actors.System, from, to int) error {
 				}
 				reqs = reqs[:0]
 				for i := lo; i < min(lo+batch, to); i++ {
-					reqs = append(reqs, table.Request{ID: keys.ID(i), Scale: MemWindow, Limit: 10, Hits: 1})
+					reqs = append(reqs, table.Request{ID: keys.ID(i), Policy: table.Policy{Scale: MemWindow, Limit: 10}, Hits: 1})
 				}
 				if _, ok, err := s.CheckAll(ctx, reqs); err != nil || !ok {
 					firstErr.CompareAndSwap(nil, fmt.Errorf("fill: CheckAll allowed %v, %v", ok, err))

@@ -42,7 +42,7 @@ func Sweep(ctx context.Context, pairs [][2]int, reps int) ([]SweepPoint, error) 
 		live, expired := pr[0], pr[1]
 		t := table.New(table.Config{})
 		for i := range live {
-			t.Apply(table.Request{ID: keys.ID(i), Scale: time.Hour, Limit: 10, Hits: 1}, sweepEpoch)
+			t.Apply(table.Request{ID: keys.ID(i), Policy: table.Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, sweepEpoch)
 		}
 		ids := keys.IDs(expired)
 		var took []time.Duration
@@ -52,7 +52,7 @@ func Sweep(ctx context.Context, pairs [][2]int, reps int) ([]SweepPoint, error) 
 			}
 			base := sweepEpoch.Add(time.Duration(3*r) * time.Second)
 			for _, id := range ids {
-				t.Apply(table.Request{ID: id, Scale: time.Second, Limit: 10, Hits: 1}, base)
+				t.Apply(table.Request{ID: id, Policy: table.Policy{Scale: time.Second, Limit: 10}, Hits: 1}, base)
 			}
 			if got := t.Len(); got != live+expired {
 				return out, fmt.Errorf("sweep: %d buckets before the sweep, want %d", got, live+expired)

@@ -114,7 +114,7 @@ func MeasureSweepLatency(ctx context.Context, dir string, expired, goroutines in
 	}
 	hot := make([]table.Request, hotKeys)
 	for i := range hot {
-		hot[i] = table.Request{ID: "hot-" + strconv.Itoa(i), Scale: time.Hour, Limit: 1 << 40, Hits: 1}
+		hot[i] = table.Request{ID: "hot-" + strconv.Itoa(i), Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1}
 	}
 
 	origin := time.Now()
