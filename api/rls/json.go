@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -36,7 +37,7 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeJSONError(w, http.StatusBadRequest, "body", "must be at most 4194304 bytes")
+			writeJSONError(w, http.StatusBadRequest, "body", "must be at most "+strconv.Itoa(MaxRecvMsgSize)+" bytes")
 			return
 		}
 		writeJSONError(w, http.StatusBadRequest, "body", "cannot be read: "+err.Error())
