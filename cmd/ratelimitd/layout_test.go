@@ -29,7 +29,7 @@ func TestLayout(t *testing.T) {
 		"api/clientip":         {nil, nil},
 		"api/client":           {[]string{"table", "api/internal/jsonstr"}, nil},
 		"api/internal/jsonstr": {nil, nil},
-		"cmd/ratelimitd":       {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table"}, nil},
+		"cmd/ratelimitd":       {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table", "table/journal"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}
