@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/ratelimitd/ratelimitd/actors/clock"
 	"github.com/ratelimitd/ratelimitd/sweeper"
 	"github.com/ratelimitd/ratelimitd/table"
 	"github.com/ratelimitd/ratelimitd/table/journal"
@@ -34,8 +35,9 @@ var (
 	ErrJournal = errors.New("actors: journal failed")
 )
 
-// Clock is the time source of the shard owners and the sweeper.
-type Clock = sweeper.Clock
+// Clock is the time source of a System (see package clock); an alias, so
+// that an embedder need not import the clock package to set Config.Clock.
+type Clock = clock.Clock
 
 // SweepReport describes one sweep round over every shard.
 type SweepReport = sweeper.Report
@@ -160,7 +162,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.SweepBatch = sweeper.DefaultBatch
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = sweeper.SystemClock(sweeper.ClockLogger(cfg.Logger))
+		cfg.Clock = clock.System(clock.WithLogger(cfg.Logger))
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

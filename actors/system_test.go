@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/sweeper"
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 

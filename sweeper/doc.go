@@ -16,18 +16,6 @@
 //     duration). A round still running at the next tick is reported
 //     incomplete and replaced, so an owner that restarted and lost a Sweep
 //     cannot stop the sweeping.
-//   - SystemClock never steps: its readings follow the monotonic clock and
-//     approach the wall clock by a slew of at most 1 ms per 20 ms, so a step
-//     of the wall clock (logged) neither ends every window at once nor, when
-//     it is put right, freezes windows until the wall clock catches up.
 //
-// # Non-guarantees
-//
-// While SystemClock slews a step away, for 20 times the step, its readings
-// are off the wall clock by what is left of it and windows run up to 1/20
-// fast or slow. A new clock (a restarted process) starts on the wall clock;
-// the table's guard (it never goes back to a time it has seen, journalled
-// ones included) is what holds across restarts.
-//
-// Time comes from a Clock: SystemClock in production, clocktest.Manual in tests.
+// Time comes from a clock.Clock (package actors/clock).
 package sweeper

@@ -7,8 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/sweeper"
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
 )
 
 // A target that has 3 expired buckets and deletes them when asked.

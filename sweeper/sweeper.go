@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ratelimitd/ratelimitd/actors/clock"
 )
 
 // Defaults for the zero fields of Config.
@@ -54,7 +56,7 @@ type Config struct {
 	Targets  []*actor.PID // the shard owners
 	Interval time.Duration
 	Batch    int // most buckets one Sweep message may delete
-	Clock    Clock
+	Clock    clock.Clock
 	Observer Observer     // may be nil
 	Logger   *slog.Logger // may be nil
 }
@@ -75,7 +77,7 @@ func Props(cfg Config) *actor.Props {
 		cfg.Batch = DefaultBatch
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock()
+		cfg.Clock = clock.System()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -85,7 +87,7 @@ func Props(cfg Config) *actor.Props {
 
 type sweeper struct {
 	cfg   Config
-	timer Timer
+	timer clock.Timer
 
 	round       uint64
 	start       time.Time

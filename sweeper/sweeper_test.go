@@ -8,8 +8,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/sweeper"
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
 )
 
 // fakeOwner answers Sweeps from a fixed stock of expired buckets, recording

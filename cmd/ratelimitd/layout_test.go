@@ -19,17 +19,18 @@ func TestLayout(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/ratelimitd/ratelimitd/"
 	rules := map[string]struct{ ours, theirs []string }{
-		"table":                {nil, []string{"github.com/tidwall/btree"}},
-		"table/journal":        {nil, []string{"github.com/edsrzf/mmap-go"}},
-		"sweeper":              {[]string{"table"}, []string{"github.com/asynkron/protoactor-go"}},
-		"sweeper/clocktest":    {[]string{"sweeper"}, nil},
-		"actors":               {[]string{"table", "table/journal", "sweeper"}, []string{"github.com/asynkron/protoactor-go"}},
-		"api":                  {[]string{"actors", "table", "api/rules", "api/internal/jsonstr"}, []string{"github.com/prometheus/client_golang"}},
-		"api/rules":            {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
-		"api/clientip":         {nil, nil},
-		"api/client":           {[]string{"table", "api/internal/jsonstr"}, nil},
-		"api/internal/jsonstr": {nil, nil},
-		"cmd/ratelimitd":       {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table", "table/journal"}, nil},
+		"table":                  {nil, []string{"github.com/tidwall/btree"}},
+		"table/journal":          {nil, []string{"github.com/edsrzf/mmap-go"}},
+		"sweeper":                {[]string{"table", "actors/clock"}, []string{"github.com/asynkron/protoactor-go"}},
+		"actors/clock":           {nil, nil},
+		"actors/clock/clocktest": {[]string{"actors/clock"}, nil},
+		"actors":                 {[]string{"table", "table/journal", "sweeper", "actors/clock"}, []string{"github.com/asynkron/protoactor-go"}},
+		"api":                    {[]string{"actors", "table", "api/rules", "api/internal/jsonstr"}, []string{"github.com/prometheus/client_golang"}},
+		"api/rules":              {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
+		"api/clientip":           {nil, nil},
+		"api/client":             {[]string{"table", "api/internal/jsonstr"}, nil},
+		"api/internal/jsonstr":   {nil, nil},
+		"cmd/ratelimitd":         {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table", "table/journal"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}
