@@ -58,7 +58,7 @@ type SweepLatency struct {
 	SweepTook  time.Duration
 	Deleted    int // by the sweep rounds that ran after the jump
 	Rounds     int // sweep rounds (reports) it took
-	Batches    int // Sweep messages (of at most 10,000 deletions each)
+	Batches    int // Sweeps (of at most 10,000 deletions each)
 }
 
 // offsetClock is the system clock moved forward by an offset that the
