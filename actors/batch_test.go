@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 

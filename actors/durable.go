@@ -1,3 +1,12 @@
+// Durability: the data directory, and each shard's journal — recovered at
+// Start (one goroutine per shard, before any serves), appended to and
+// committed at the end of every batch (persist), snapshotted from a
+// goroutine of the shard's (maybeSnapshot, which shares only a Frozen copy
+// of the table and the SnapshotWriter), and read again to rebuild a crashed
+// shard (rebuild), or, while it cannot be read, stood in for by a temporary
+// table whose changes are logged for replay. Past Start, everything here
+// runs holding sh.mu, but for the snapshot writer.
+
 package actors
 
 import (
@@ -69,7 +78,12 @@ func ParseJournalErrorPolicy(s string) (JournalErrorPolicy, error) {
 
 // Defaults of the journal settings.
 const (
-	DefaultSegmentSize       = 8 << 20
+	// DefaultSegmentSize is the size of a shard's journal segments: 8 MiB,
+	// half the journal's own default (journal.DefaultSegmentSize), since a
+	// System keeps a journal, with a whole segment allocated, per shard.
+	DefaultSegmentSize = 8 << 20
+	// DefaultSnapshotThreshold is the journal size of a shard past which it
+	// writes a snapshot.
 	DefaultSnapshotThreshold = 32 << 20
 )
 
@@ -186,8 +200,7 @@ func recoverAll(cfg *Config, shards []*shard) error {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		closeJournals(shards, cfg)
-		return err
+		return err // Start's teardown closes the journals opened
 	}
 	var buckets int64
 	for _, sh := range shards {
@@ -269,16 +282,7 @@ func (sh *shard) reopen(cfg *Config, now time.Time) {
 	}
 	t, rec, err := sh.recover(cfg, from)
 	if err != nil {
-		if sh.broken == nil {
-			cfg.Logger.Error("shard owner could not rebuild its table from the journal; serving without it until it can",
-				"shard", sh.index, "err", err, "policy", cfg.OnJournalError, "retry", rebuildRetry)
-		} else {
-			cfg.Logger.Debug("journal still cannot be reopened", "shard", sh.index, "err", err)
-		}
-		sh.broken, sh.retryAt = err, now.Add(rebuildRetry)
-		if sh.table == nil {
-			sh.table = table.New(cfg.tableConfig(false))
-		}
+		sh.serveWithoutJournal(cfg, err, now)
 		return
 	}
 	// Taken before the replay, so that a replay that panics is not retried.
@@ -295,6 +299,63 @@ func (sh *shard) reopen(cfg *Config, now time.Time) {
 		"replayed_from_memory", len(ops), "duration", rec.Duration)
 }
 
+// serveWithoutJournal has sh, whose journal cannot be read (err), serve
+// from a temporary table (a new one if it has none) until a retry, at its
+// first batch from rebuildRetry on, reads it; holding sh.mu.
+func (sh *shard) serveWithoutJournal(cfg *Config, err error, now time.Time) {
+	if sh.broken == nil {
+		cfg.Logger.Error("shard owner could not rebuild its table from the journal; serving without it until it can",
+			"shard", sh.index, "err", err, "policy", cfg.OnJournalError, "retry", rebuildRetry)
+	} else {
+		cfg.Logger.Debug("journal still cannot be reopened", "shard", sh.index, "err", err)
+	}
+	sh.broken, sh.retryAt = err, now.Add(rebuildRetry)
+	if sh.table == nil {
+		sh.table = table.New(cfg.tableConfig(false))
+	}
+}
+
+// rebuild replaces the table of a crashed shard, holding sh.mu: with an
+// empty one without a data directory, else with the journal's (see reopen).
+// A rebuild that panics is a journal that cannot be read, so that a crash
+// never escapes to the goroutine that was serving the shard.
+func (sh *shard) rebuild(cfg *Config) {
+	if cfg.DataDir == "" {
+		sh.table = table.New(cfg.tableConfig(false))
+		sh.seen = table.Stats{}
+		return
+	}
+	now := cfg.Clock.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			sh.closeJournal(cfg)
+			sh.serveWithoutJournal(cfg, fmt.Errorf("actors: shard %d: rebuild: panic: %v", sh.index, r), now)
+		}
+	}()
+	// The crashed table's snapshot writer must finish with the journal
+	// files before they are read again.
+	sh.snapshots.Wait()
+	sh.snapshotting = false
+	sh.closeJournal(cfg)
+	sh.seen, sh.failing = table.Stats{}, false
+	sh.table = nil // it may be inconsistent, even a temporary one
+	if cfg.rebuildHook != nil {
+		cfg.rebuildHook()
+	}
+	sh.reopen(cfg, now)
+}
+
+// closeJournal closes the journal of sh, if it has one open, holding sh.mu.
+func (sh *shard) closeJournal(cfg *Config) {
+	if sh.j == nil {
+		return
+	}
+	if err := sh.j.Close(); err != nil {
+		cfg.Logger.Error("journal close failed", "shard", sh.index, "err", err)
+	}
+	sh.j = nil
+}
+
 // closeJournals flushes and closes every shard's journal.
 func closeJournals(shards []*shard, cfg *Config) {
 	for _, sh := range shards {
@@ -303,28 +364,24 @@ func closeJournals(shards []*shard, cfg *Config) {
 		if n := len(sh.unjournaled) + sh.lost; n > 0 {
 			cfg.Logger.Error("changes made while the journal could not be read were never journaled", "shard", sh.index, "changes", n, "err", sh.broken)
 		}
-		if sh.j != nil {
-			if err := sh.j.Close(); err != nil {
-				cfg.Logger.Error("journal close failed", "shard", sh.index, "err", err)
-			}
-			sh.j = nil
-		}
+		sh.closeJournal(cfg)
 		sh.mu.Unlock()
 	}
 }
 
 // snapshotDone tells an owner that a snapshot of its table was written (or
-// failed), so it can stop sharing the table's pages with it.
+// failed), so it can stop sharing the table's pages with it; a message, so
+// that the writer never waits for the shard.
 type snapshotDone struct {
 	table  *table.Table
 	frozen *table.Frozen
 	err    error
 }
 
-// persist, holding sh.mu, writes the buckets the batch changed to the journal and ends the
-// batch (Commit: in SyncAlways mode, the msync of the group commit). It
-// returns the error the batch's checks must be answered with, or nil.
-// taken is the number of calls the batch took.
+// persist, holding sh.mu, writes the buckets the batch changed to the
+// journal and ends the batch (Commit: in SyncAlways mode, the msync of the
+// group commit). It returns the error the batch's checks must be answered
+// with, or nil. taken is the number of calls the batch took.
 func (sh *shard) persist(cfg *Config, taken int) error {
 	j := sh.j
 	if j == nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/table"
 	"github.com/ratelimitd/ratelimitd/table/journal"
 )
@@ -73,11 +73,11 @@ func TestDeniedStaysDenied(t *testing.T) {
 	}
 }
 
-// TestCrashedOwnerRebuildsFromItsJournal: a shard that panics while a batch
+// TestCrashedShardRebuildsFromItsJournal: a shard that panics while a batch
 // is decided (by a caller serving itself, or with SyncAlways by the owner)
-// has its owner restarted by the supervisor, which rebuilds the table from
-// the journal, so the hits acknowledged before the crash still count.
-func TestCrashedOwnerRebuildsFromItsJournal(t *testing.T) {
+// is rebuilt from its journal, so the hits acknowledged before the crash
+// still count.
+func TestCrashedShardRebuildsFromItsJournal(t *testing.T) {
 	t.Parallel()
 	for _, sync := range []SyncMode{SyncInterval, SyncAlways} {
 		t.Run(sync.String(), func(t *testing.T) {
@@ -94,7 +94,7 @@ func TestCrashedOwnerRebuildsFromItsJournal(t *testing.T) {
 				mustCheck(t, s, hit(ids[0], 10))
 			}
 			if _, err := s.Check(context.Background(), hit(boom, 10)); !errors.Is(err, ErrUnavailable) {
-				t.Fatalf("check that crashes the owner: got %v, want ErrUnavailable", err)
+				t.Fatalf("check that crashes the shard: got %v, want ErrUnavailable", err)
 			}
 			if d := mustCheck(t, s, hit(ids[0], 10)); !d.Allowed || d.Count != 8 {
 				t.Fatalf("hit after the crash: got %+v, want count 8 (7 before the crash survive)", d)
@@ -221,5 +221,40 @@ func TestBadJournalConfig(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, metaFile)); string(b) != "not json" {
 		t.Fatalf("META was rewritten: %q", b)
+	}
+}
+
+// TestFailedStartReleasesTheDataDir: a Start whose recovery fails (one
+// shard's journal directory is not a directory) returns the error and
+// releases everything it took: the data directory can be started again at
+// once, with the journals of every shard, the one recovered before the
+// failure included.
+func TestFailedStartReleasesTheDataDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := Config{Shards: 2, DataDir: dir, SweepInterval: -1}
+	s := startSystem(t, cfg)
+	ids := [2]string{sameShard("zero", 2, 1)[0], ""}
+	for i := 0; ids[1] == ""; i++ {
+		if id := fmt.Sprint("one-", i); shardOf(id, 2) != shardOf(ids[0], 2) {
+			ids[1] = id
+		}
+	}
+	for _, id := range ids {
+		mustCheck(t, s, hit(id, 10))
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	repair := breakShardDir(t, dir, shardOf(ids[1], 2))
+	if _, err := Start(context.Background(), cfg); err == nil || errors.Is(err, journal.ErrLocked) {
+		t.Fatalf("Start with a shard directory that is a file: got %v, want a recovery error", err)
+	}
+	repair()
+	s = startSystem(t, cfg)
+	for _, id := range ids {
+		if got := peek(t, s, id, 10); got != 1 {
+			t.Fatalf("%s after the failed Start: count %d, want 1", id, got)
+		}
 	}
 }

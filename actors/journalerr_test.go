@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/table"
 	"github.com/ratelimitd/ratelimitd/table/journal"
 )
@@ -183,7 +183,7 @@ func breakShardDir(t *testing.T, dataDir string, i int) (repair func()) {
 	}
 }
 
-// TestRebuildRetriesTheJournal: an owner that crashes when its journal
+// TestRebuildRetriesTheJournal: a shard that crashes when its journal
 // cannot be read (its directory is gone) serves without it — refusing
 // every check (FailClosed) or answering from memory (FailOpen) — and tries
 // the journal again a second later: once it can be read, the shard

@@ -1,3 +1,10 @@
+// The facade: System, its Config and Stats, Start and Stop, and the entry
+// points of the checks. Start and Stop run on their callers' goroutines; an
+// entry point validates its request on the caller's and hands it to its
+// shard (call.go), or, for CheckAll, holds every shard it needs (batch.go).
+// A System's fields are set by Start and only read afterwards, but for
+// stopOnce and stopErr, which are Stop's.
+
 package actors
 
 import (
@@ -8,11 +15,11 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/ratelimitd/ratelimitd/actors/clock"
 	"github.com/ratelimitd/ratelimitd/sweeper"
 	"github.com/ratelimitd/ratelimitd/table"
 	"github.com/ratelimitd/ratelimitd/table/journal"
@@ -22,8 +29,8 @@ import (
 var (
 	// ErrStopped: the System is stopping or stopped and takes no more checks.
 	ErrStopped = errors.New("actors: system stopped")
-	// ErrUnavailable: the shard owner crashed while holding the check; the
-	// check may or may not have been counted, and the owner is restarting.
+	// ErrUnavailable: the shard crashed while it held the check; the check
+	// may or may not have been counted, and the shard has been rebuilt.
 	ErrUnavailable = errors.New("actors: shard owner unavailable")
 	// ErrConfig: a Config field is out of range.
 	ErrConfig = errors.New("actors: invalid config")
@@ -34,8 +41,9 @@ var (
 	ErrJournal = errors.New("actors: journal failed")
 )
 
-// Clock is the time source of the shard owners and the sweeper.
-type Clock = sweeper.Clock
+// Clock is the time source of a System (see package clock); an alias, so
+// that an embedder need not import the clock package to set Config.Clock.
+type Clock = clock.Clock
 
 // SweepReport describes one sweep round over every shard.
 type SweepReport = sweeper.Report
@@ -61,13 +69,15 @@ func (cfg *Config) tableConfig(track bool) table.Config {
 
 // Config configures a System. The zero value is ready to use.
 type Config struct {
-	// Shards is the number of shard owners; 0 means 4 × GOMAXPROCS.
+	// Shards is the number of shards (each with its owner actor); 0 means
+	// 4 × GOMAXPROCS.
 	Shards int
 	// SweepInterval is the time between sweeps of expired buckets; 0 means
 	// 10s, and a negative value disables sweeping.
 	SweepInterval time.Duration
-	// SweepBatch bounds the buckets one owner deletes before it serves the
-	// checks queued meanwhile; 0 means 10,000.
+	// SweepBatch bounds the buckets one sweep of a shard deletes before the
+	// sweeping moves on to the next shard; 0 means 10,000. The checks queued
+	// meanwhile are served every 1,000 deletions.
 	SweepBatch int
 	// BucketTTL keeps expired buckets this much longer (for inspection); it
 	// never deletes one sooner. Must not be negative.
@@ -90,7 +100,7 @@ type Config struct {
 
 	// DataDir, if set, makes the counters durable: one journal per shard in
 	// this directory (created if missing, locked against a second process),
-	// replayed at Start before the first check and by an owner restarted
+	// replayed at Start before the first check and by a shard rebuilt
 	// after a crash. Empty means state in memory only.
 	DataDir string
 	// JournalSync says when journals are flushed; 0 means SyncInterval.
@@ -111,9 +121,12 @@ type Config struct {
 
 	// applyHook, set only by tests, runs before each Apply.
 	applyHook func(table.Request)
-	// sweepHook, set only by tests, runs in the owner before each slice
-	// of a sweep, holding the shard.
+	// sweepHook, set only by tests, runs before each slice of a sweep,
+	// holding the shard.
 	sweepHook func()
+	// rebuildHook, set only by tests, runs when a crashed shard with a
+	// data directory is about to read its journal again.
+	rebuildHook func()
 }
 
 func (cfg Config) withDefaults() (Config, error) {
@@ -160,7 +173,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.SweepBatch = sweeper.DefaultBatch
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = sweeper.SystemClock(sweeper.ClockLogger(cfg.Logger))
+		cfg.Clock = clock.System(clock.WithLogger(cfg.Logger))
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -170,14 +183,14 @@ func (cfg Config) withDefaults() (Config, error) {
 
 // System is the embeddable rate limiter: shards, each a table and journal
 // served by one goroutine at a time (a caller serving itself, or the
-// shard's owner actor), and a sweeper. It is safe for concurrent use.
+// shard's owner actor), and the sweeping loop. It is safe for concurrent use.
 type System struct {
-	cfg     Config
-	actors  *actor.ActorSystem
-	shards  []*shard
-	sweeper *actor.PID       // nil when sweeping is disabled
-	calls   sync.Pool        // of *call
-	lock    *journal.DirLock // nil without a data directory
+	cfg      Config
+	actors   *actor.ActorSystem
+	shards   []*shard
+	sweeping *sweeping        // nil when sweeping is disabled
+	calls    sync.Pool        // of *call
+	lock     *journal.DirLock // nil without a data directory
 
 	stopOnce sync.Once
 	stopErr  error
@@ -185,9 +198,9 @@ type System struct {
 
 // Stats is a snapshot of a System's state.
 type Stats struct {
-	Shards   int   // shard owners
+	Shards   int   // shards (each with its owner)
 	Buckets  int64 // live buckets in all tables
-	Restarts int64 // owner restarts after a crash since Start
+	Restarts int64 // shard crashes since Start, each followed by a rebuild of the shard's table
 
 	// With a data directory (all counts since Start):
 	TornTails      int64 // torn journal tails cut at recovery
@@ -201,8 +214,9 @@ type Stats struct {
 	Rejections int64 // checks refused because their shard was full (Decision.Full)
 }
 
-// Start starts a System: its shard owners under a one-for-one supervisor, and
-// its sweeper. ctx bounds the start only.
+// Start starts a System: it recovers the journals (with a data directory),
+// spawns the shard owners under a one-for-one supervisor and starts the
+// sweeping. ctx bounds the start only.
 func Start(ctx context.Context, cfg Config) (*System, error) {
 	explicitShards := cfg.Shards != 0
 	cfg, err := cfg.withDefaults()
@@ -218,6 +232,18 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 			return nil, err
 		}
 	}
+	s := newSystem(cfg, lock)
+	if err := s.start(ctx); err != nil {
+		_ = s.teardown()
+		return nil, err
+	}
+	cfg.Logger.Info("rate limiter started", "shards", cfg.Shards, "sweep_interval", cfg.SweepInterval, "bucket_ttl", cfg.BucketTTL, "data_dir", cfg.DataDir)
+	return s, nil
+}
+
+// newSystem makes the System of cfg, its shards with their dispatchers,
+// and, without a data directory, their tables.
+func newSystem(cfg Config, lock *journal.DirLock) *System {
 	logger := cfg.Logger
 	s := &System{
 		cfg: cfg,
@@ -228,63 +254,32 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		lock:   lock,
 	}
 	s.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
-	props := make([]*actor.Props, cfg.Shards)
 	for i := range s.shards {
 		sh := &shard{index: i, dispatcher: newPinned(), root: s.actors.Root}
 		if lock == nil {
 			sh.table = table.New(cfg.tableConfig(false))
 		}
 		s.shards[i] = sh
-		props[i] = actor.PropsFromProducer(func() actor.Actor { return newOwner(sh, &s.cfg) },
-			actor.WithDispatcher(sh.dispatcher))
 	}
-	if lock != nil {
-		// Recovery comes before the first check can be taken.
+	return s
+}
+
+// start readies the shards of a new System: it recovers their journals
+// before the first check can be taken, spawns their owners and starts the
+// sweeping. If it fails, teardown frees what it started.
+func (s *System) start(ctx context.Context) error {
+	if s.lock != nil {
 		if err := recoverAll(&s.cfg, s.shards); err != nil {
-			_ = lock.Unlock()
-			for _, sh := range s.shards {
-				sh.dispatcher.stop()
-			}
-			return nil, err
+			return err
 		}
 	}
-	ready := make(chan []*actor.PID, 1)
-	s.actors.Root.Spawn(actor.PropsFromProducer(
-		func() actor.Actor { return &supervisor{children: props, ready: ready} },
-		// One-for-one: a crashed owner alone is restarted, however often;
-		// its peers keep serving.
-		actor.WithSupervisor(actor.NewRestartingStrategy()),
-	))
-	var pids []*actor.PID
-	select {
-	case pids = <-ready:
-	case <-ctx.Done():
-		s.actors.Shutdown()
-		for _, sh := range s.shards {
-			sh.dispatcher.stop()
-		}
-		if lock != nil {
-			// Every owner goroutine has ended: no journal is in use.
-			closeJournals(s.shards, &s.cfg)
-			_ = lock.Unlock()
-		}
-		return nil, fmt.Errorf("actors: start: %w", ctx.Err())
+	if err := s.spawnOwners(ctx); err != nil {
+		return err
 	}
-	for i, pid := range pids {
-		s.shards[i].pid = pid
+	if s.cfg.SweepInterval > 0 {
+		s.sweeping = startSweeping(s.shards, &s.cfg)
 	}
-	if cfg.SweepInterval > 0 {
-		s.sweeper = s.actors.Root.Spawn(sweeper.Props(sweeper.Config{
-			Targets:  pids,
-			Interval: cfg.SweepInterval,
-			Batch:    cfg.SweepBatch,
-			Clock:    cfg.Clock,
-			Observer: cfg.SweepObserver,
-			Logger:   cfg.Logger,
-		}))
-	}
-	cfg.Logger.Info("rate limiter started", "shards", cfg.Shards, "sweep_interval", cfg.SweepInterval, "bucket_ttl", cfg.BucketTTL, "data_dir", cfg.DataDir)
-	return s, nil
+	return nil
 }
 
 // Check counts req against its limit and returns the decision. The checks
@@ -292,8 +287,8 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 // limit is ever admitted, however many goroutines call Check.
 //
 // An invalid req returns a *table.FieldError (matching table.ErrInvalid). If
-// ctx ends before the owner takes the check, Check returns ctx.Err() and the
-// check is not counted; once the owner has taken it, Check waits for and
+// ctx ends before a batch of its shard takes the check, Check returns
+// ctx.Err() and the check is not counted; once taken, Check waits for and
 // returns its decision, so a counted hit is never reported as an error. A
 // decision with Full set was refused because the shard's table was full
 // (see Config.MaxBuckets).
@@ -355,8 +350,8 @@ func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
 	return n, nil
 }
 
-// Buckets returns every bucket of id, under every limit, as the owner of
-// its shard holds them now.
+// Buckets returns every bucket of id, under every limit, as its shard
+// holds them now.
 func (s *System) Buckets(ctx context.Context, id string) ([]table.Bucket, error) {
 	if id == "" || len(id) > table.MaxIDLen {
 		return nil, &table.FieldError{Field: "id", Rule: fmt.Sprintf("must be 1 to %d bytes", table.MaxIDLen)}
@@ -413,284 +408,15 @@ func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.De
 			held = append(held, s.shards[e>>32])
 		}
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
-		}
-		crashed, err := s.hold(held)
-		if err != nil {
-			return nil, false, err
-		}
-		if crashed == nil {
-			break
-		}
-		// Its owner rebuilds it before it serves anything: wait for that.
-		if err := s.settle(ctx, crashed); err != nil {
-			return nil, false, err
-		}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	if err := s.hold(held); err != nil {
+		return nil, false, err
 	}
 	decs := make([]table.Decision, len(reqs))
 	allowed, err := s.decideAll(held, order, reqs, decs)
 	return decs, allowed, err
-}
-
-// hold locks every shard of held, in ascending order. If one of them has
-// crashed (its table is being rebuilt) or the System is stopping, it locks
-// none and returns that shard, or ErrStopped.
-func (s *System) hold(held []*shard) (crashed *shard, err error) {
-	for i, sh := range held {
-		sh.acquire(true)
-		if sh.stopped || sh.crashed.Load() {
-			for _, h := range held[:i+1] {
-				h.mu.Unlock()
-			}
-			if sh.stopped {
-				return nil, ErrStopped
-			}
-			return sh, nil
-		}
-	}
-	return nil, nil
-}
-
-// settle waits until the owner of sh has served a call of its own queue,
-// so that a crashed shard has been rebuilt.
-func (s *System) settle(ctx context.Context, sh *shard) error {
-	c, err := s.submitted(sh, opNone, table.Request{})
-	if err != nil {
-		return err
-	}
-	s.wait(ctx, c)
-	if c.state.Load() == stateCancelled {
-		return ctx.Err()
-	}
-	err = c.err
-	s.release(c)
-	return err
-}
-
-// decideAll decides the requests of a batch on the shards held, which it
-// releases, and journals what was kept. See CheckAll.
-func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, decs []table.Decision) (allowed bool, err error) {
-	now := s.cfg.Clock.Now()
-	allowed = true
-	// Where the batch is, for a panic to be handled: held[cur] is being
-	// worked on; before it, tables were begun (phase 0) or their units
-	// ended (phase 1); from released on, shards are still held.
-	cur, phase, released := 0, 0, 0
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		crashed := held[cur]
-		crashed.crashed.Store(true)
-		crashed.restarts.Add(1)
-		s.cfg.Logger.Error("shard crashed", "shard", crashed.index, "panic", r, "failed_checks", len(reqs))
-		for i := released; i < len(held); i++ {
-			sh := held[i]
-			switch {
-			case i == cur:
-			case phase == 0 && i < cur:
-				sh.table.Rollback()
-			case phase == 1 && i > cur:
-				// The outcome is decided: the other shards get it too.
-				if allowed {
-					sh.table.Commit()
-				} else {
-					sh.table.Rollback()
-				}
-			}
-			sh.mu.Unlock()
-		}
-		s.actors.Root.Send(crashed.pid, crashMessage{})
-		allowed, err = false, ErrUnavailable
-	}()
-	for _, sh := range held {
-		if sh.broken != nil && !now.Before(sh.retryAt) {
-			sh.reopen(&s.cfg, now)
-		}
-	}
-	taken := make([]int, len(held)) // requests per shard
-	next := 0
-	for ; cur < len(held); cur++ {
-		sh := held[cur]
-		t := sh.table
-		t.Begin()
-		for ; next < len(order) && s.shards[order[next]>>32] == sh; next++ {
-			i := uint32(order[next])
-			if s.cfg.applyHook != nil {
-				s.cfg.applyHook(reqs[i])
-			}
-			decs[i] = t.Apply(reqs[i], now)
-			allowed = allowed && decs[i].Allowed
-			taken[cur]++
-		}
-	}
-	for cur, phase = 0, 1; cur < len(held); cur++ {
-		if allowed {
-			held[cur].table.Commit()
-		} else {
-			held[cur].table.Rollback()
-		}
-	}
-	if allowed {
-		for _, e := range order {
-			if sh := s.shards[e>>32]; sh.broken != nil {
-				sh.keepUnjournaled(&call{op: opCheck, req: reqs[uint32(e)]}, now)
-			}
-		}
-	}
-	for cur, phase = 0, 2; cur < len(held); cur++ {
-		sh := held[cur]
-		if ferr := sh.finish(&s.cfg, taken[cur]); ferr != nil && err == nil {
-			err = ferr
-		}
-		released++
-		sh.mu.Unlock()
-	}
-	return allowed, err
-}
-
-// call hands one validated request to its shard and waits for the answer
-// (see Check for cancellation): the caller serves the shard itself when
-// nobody else is, or queues the call for the owner. On success the caller
-// reads the answer from c and then releases it.
-func (s *System) call(ctx context.Context, o op, req table.Request) (*call, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	c := s.calls.Get().(*call)
-	c.op, c.req = o, req
-	sh := s.shards[shardOf(req.ID, len(s.shards))]
-	served, err := s.serveDirect(sh, ctx.Done() == nil, c)
-	if err == nil && !served {
-		err = s.submit(sh, c)
-	}
-	if err != nil {
-		s.release(c)
-		return nil, err
-	}
-	if !served {
-		s.wait(ctx, c)
-		if c.state.Load() == stateCancelled {
-			// The owner will skip c; it may still look at it, so c is not reused.
-			return nil, ctx.Err()
-		}
-	}
-	if err := c.err; err != nil {
-		s.release(c)
-		return nil, err
-	}
-	return c, nil
-}
-
-// wait waits for the owner to answer c, or for ctx to end before the owner
-// takes c, which then is cancelled.
-func (s *System) wait(ctx context.Context, c *call) {
-	done := ctx.Done()
-	if done == nil {
-		<-c.done // a plain receive: cheaper than a select
-		return
-	}
-	select {
-	case <-c.done:
-	case <-done:
-		if !c.state.CompareAndSwap(statePending, stateCancelled) {
-			<-c.done // the owner took it: the answer is moments away
-		}
-	}
-}
-
-// serveDirect serves the calls cs, all of shard sh, on the caller's
-// goroutine (with the checks queued meanwhile, in one batch) if it can
-// have the shard, and reports whether it did; then each call holds its
-// answer (c.err included). It returns ErrStopped once Stop has begun. With
-// SyncAlways the owner serves every check: its batches are the group
-// commits.
-//
-// A shard is held for a batch or a slice of a sweep, a few microseconds at
-// most but for a journal's segment roll. A caller that may not wait (a ctx
-// that can end: its check must stay cancellable until taken) gives up
-// after a short spin and queues for the owner; one that may, waits for the
-// shard, which costs less than the hand-off to the owner and back.
-func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, err error) {
-	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || sh.crashed.Load() || !sh.acquire(wait) {
-		return false, nil
-	}
-	if sh.stopped {
-		sh.mu.Unlock()
-		return true, ErrStopped
-	}
-	if sh.crashed.Load() {
-		sh.mu.Unlock()
-		return false, nil
-	}
-	_, crash := sh.serveQueued(&s.cfg, false, cs...)
-	if crash == nil && sh.q.queued.Load() > 0 {
-		// Checks queued while this batch was decided: serve them now, as
-		// one batch (one journal record), rather than leave them to the
-		// owner's next turn.
-		_, crash = sh.serveQueued(&s.cfg, false)
-	}
-	sh.mu.Unlock()
-	if crash != nil {
-		// The owner is restarted to rebuild the table; the checks queued
-		// meanwhile wait for it.
-		s.actors.Root.Send(sh.pid, crashMessage{})
-	}
-	return true, nil
-}
-
-// spinTries is how many times a caller looks again for its shard to come
-// free before it waits for it or queues: a few microseconds, longer than a
-// batch at a million keys takes (its cache misses included), and much less
-// than the hand-off to the owner and back. With two goroutines on a
-// million keys, 1,024 tries made 1.5 times the checks of 64.
-const spinTries = 1024
-
-// acquire takes sh.mu if it is free or comes free within a short spin;
-// else, if wait is set, it waits for it, and otherwise gives up.
-func (sh *shard) acquire(wait bool) bool {
-	for range spinTries {
-		if sh.mu.TryLock() {
-			return true
-		}
-	}
-	if wait {
-		sh.mu.Lock()
-		return true
-	}
-	return false
-}
-
-// submitted queues a new call of o for the owner of sh.
-func (s *System) submitted(sh *shard, o op, req table.Request) (*call, error) {
-	c := s.calls.Get().(*call)
-	c.op, c.req = o, req
-	if err := s.submit(sh, c); err != nil {
-		s.release(c)
-		return nil, err
-	}
-	return c, nil
-}
-
-// submit queues c in the inbox of its shard sh, waking the owner if it is idle.
-func (s *System) submit(sh *shard, c *call) error {
-	kick, err := sh.q.push(c)
-	if err != nil {
-		return err
-	}
-	if kick {
-		s.actors.Root.Send(sh.pid, drainMessage{})
-	}
-	return nil
-}
-
-// release returns an answered call to the pool.
-func (s *System) release(c *call) {
-	c.reset()
-	s.calls.Put(c)
 }
 
 // Stats returns a snapshot of the system's counters.
@@ -711,8 +437,8 @@ func (s *System) Stats() Stats {
 	return st
 }
 
-// Stop stops taking checks, lets the owners answer every check already
-// queued, then stops the actors. Checks that arrive meanwhile get
+// Stop stops taking checks and the sweeping, lets the owners answer every
+// check already queued, then stops the actors and closes the journals. Checks that arrive meanwhile get
 // ErrStopped. Stop is idempotent; ctx bounds the wait.
 func (s *System) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
@@ -726,11 +452,36 @@ func (s *System) stop(ctx context.Context) error {
 		sh.stopped = true
 		sh.mu.Unlock()
 	}
+	err := s.quiesce(ctx)
+	// Whatever an owner did not take before it stopped is answered here.
+	for _, sh := range s.shards {
+		for _, c := range sh.q.take(nil, true) {
+			c.fail(ErrStopped)
+		}
+	}
+	switch {
+	case err != nil:
+		s.actors.Shutdown()
+		if s.lock != nil {
+			s.cfg.Logger.Error("stop timed out: journals left open", "dir", s.cfg.DataDir)
+		}
+	default:
+		if terr := s.teardown(); terr != nil {
+			err = fmt.Errorf("actors: stop: %w", terr)
+		}
+	}
+	s.cfg.Logger.Info("rate limiter stopped")
+	return err
+}
+
+// quiesce stops the sweeping, then every owner once it has served what was
+// queued before, within ctx.
+func (s *System) quiesce(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if s.sweeper != nil {
-			_ = s.actors.Root.StopFuture(s.sweeper).Wait()
+		if s.sweeping != nil {
+			s.sweeping.stop()
 		}
 		var wg sync.WaitGroup
 		for _, sh := range s.shards {
@@ -738,102 +489,29 @@ func (s *System) stop(ctx context.Context) error {
 		}
 		wg.Wait()
 	}()
-	var err error
 	select {
 	case <-done:
+		return nil
 	case <-ctx.Done():
-		err = fmt.Errorf("actors: stop: %w", ctx.Err())
+		return fmt.Errorf("actors: stop: %w", ctx.Err())
 	}
-	// Whatever an owner did not take before it stopped is answered here.
-	for _, sh := range s.shards {
-		for _, c := range sh.q.take(nil, true) {
-			c.fail(ErrStopped)
-		}
-	}
+}
+
+// teardown frees what Start took, once no goroutine of the System can touch
+// a shard (Start failed, or Stop has stopped the sweeping and the owners):
+// the actors, the owners' dispatchers, then the journals and the data
+// directory's lock.
+func (s *System) teardown() error {
 	s.actors.Shutdown()
-	if err == nil {
-		for _, sh := range s.shards {
-			sh.dispatcher.stop()
-		}
-		if s.lock != nil {
-			// Every owner has stopped: flush and close the journals.
-			closeJournals(s.shards, &s.cfg)
-			if uerr := s.lock.Unlock(); uerr != nil {
-				err = fmt.Errorf("actors: stop: unlock %s: %w", s.cfg.DataDir, uerr)
-			}
-		}
-	} else if s.lock != nil {
-		s.cfg.Logger.Error("stop timed out: journals left open", "dir", s.cfg.DataDir)
+	for _, sh := range s.shards {
+		sh.dispatcher.stop()
 	}
-	s.cfg.Logger.Info("rate limiter stopped")
-	return err
-}
-
-// supervisor spawns the shard owners as its children, so that its
-// supervisor strategy governs them, and hands their PIDs to Start.
-type supervisor struct {
-	children []*actor.Props
-	ready    chan<- []*actor.PID
-}
-
-func (p *supervisor) Receive(c actor.Context) {
-	if _, ok := c.Message().(*actor.Started); ok && p.ready != nil {
-		pids := make([]*actor.PID, len(p.children))
-		for i, props := range p.children {
-			pids[i] = c.Spawn(props)
-		}
-		p.ready <- pids
-		p.ready = nil
+	if s.lock == nil {
+		return nil
 	}
-}
-
-// call is one Check in flight between its caller and a shard owner.
-type call struct {
-	op      op
-	req     table.Request
-	state   atomic.Int32
-	res     table.Reservation
-	n       int            // opReset: buckets deleted
-	buckets []table.Bucket // opBuckets
-	err     error
-	done    chan struct{} // capacity 1; the owner signals it once
-	direct  bool          // its caller serves it (serveDirect): no signal
-}
-
-// op is what a call asks of its owner.
-type op uint8
-
-const (
-	opCheck   op = iota // Table.Apply
-	opRefund            // Table.Refund
-	opReset             // Table.Reset
-	opBuckets           // Table.Buckets of req.ID
-	opNone              // nothing: answered once the owner serves its queue
-)
-
-const (
-	statePending   int32 = iota
-	stateTaken           // the owner took it and will answer
-	stateCancelled       // the caller gave up first; the owner skips it
-)
-
-// answer completes c, taken, with err besides its decision, and signals
-// its caller unless the caller is serving it.
-func (c *call) answer(err error) {
-	c.err = err
-	if !c.direct {
-		c.done <- struct{}{}
+	closeJournals(s.shards, &s.cfg)
+	if err := s.lock.Unlock(); err != nil {
+		return fmt.Errorf("unlock %s: %w", s.cfg.DataDir, err)
 	}
-}
-
-// fail answers c with err unless its caller gave up.
-func (c *call) fail(err error) {
-	if c.state.CompareAndSwap(statePending, stateTaken) || c.state.Load() == stateTaken {
-		c.answer(err)
-	}
-}
-
-func (c *call) reset() {
-	c.op, c.req, c.res, c.n, c.buckets, c.err, c.direct = opCheck, table.Request{}, table.Reservation{}, 0, nil, nil, false
-	c.state.Store(statePending)
+	return nil
 }

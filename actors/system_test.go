@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/sweeper"
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -87,7 +87,10 @@ func TestInvalidRequestIsRejectedBeforeAnyOwner(t *testing.T) {
 	}
 }
 
-func TestCrashedOwnerIsRestartedAndServesOn(t *testing.T) {
+// TestCrashedShardIsRebuiltAndServesOn: a check that panics is answered
+// with ErrUnavailable; its shard is rebuilt (empty, without a journal) and
+// serves on, and the other shards keep their tables.
+func TestCrashedShardIsRebuiltAndServesOn(t *testing.T) {
 	t.Parallel()
 	const shards = 4
 	ids := sameShard("victim", shards, 2)
@@ -136,7 +139,7 @@ func TestCancelledCheckIsNotCounted(t *testing.T) {
 			<-release
 		}
 	}})
-	go s.Check(context.Background(), hit(ids[0], 10)) //nolint:errcheck // only blocks the owner
+	go s.Check(context.Background(), hit(ids[0], 10)) //nolint:errcheck // only holds the shard
 	<-blocked
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -145,7 +148,7 @@ func TestCancelledCheckIsNotCounted(t *testing.T) {
 		_, err := s.Check(ctx, hit(ids[1], 10))
 		errc <- err
 	}()
-	// The owner is stuck on ids[0], so the check of ids[1] waits in the inbox.
+	// The shard is held on ids[0], so the check of ids[1] (whose ctx can end) waits in the inbox.
 	q := &s.shards[shardOf(ids[1], shards)].q
 	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
 		q.mu.Lock()
@@ -303,10 +306,10 @@ func TestInboxSendsOneDrainMessagePerDrain(t *testing.T) {
 	}
 }
 
-// TestCrashDuringASweepRestartsTheOwner: a panic in an owner while it holds
-// its shard for a sweep releases the shard and restarts the owner, which
-// rebuilds the table (empty, without a journal); the shard serves on.
-func TestCrashDuringASweepRestartsTheOwner(t *testing.T) {
+// TestCrashDuringASweepRebuildsTheShard: a panic while the sweeping holds a
+// shard rebuilds the shard's table (empty, without a journal) before the
+// shard is let go, and counts the crash; the shard serves on.
+func TestCrashDuringASweepRebuildsTheShard(t *testing.T) {
 	t.Parallel()
 	t0 := time.UnixMilli(1_700_000_000_000)
 	clock := clocktest.New(t0)
@@ -336,7 +339,7 @@ func TestCrashDuringASweepRestartsTheOwner(t *testing.T) {
 	}
 }
 
-// TestSweepLetsChecksInBetweenSlices: a check queued while an owner sweeps
+// TestSweepLetsChecksInBetweenSlices: a check queued while a shard is swept
 // is answered between two slices of the sweep, not after the whole sweep.
 func TestSweepLetsChecksInBetweenSlices(t *testing.T) {
 	t.Parallel()
@@ -351,7 +354,7 @@ func TestSweepLetsChecksInBetweenSlices(t *testing.T) {
 			inSlice <- slices
 			<-proceed
 		}})
-	t.Cleanup(func() { close(proceed) }) // before Stop, which waits for the owner
+	t.Cleanup(func() { close(proceed) }) // before Stop, which waits for the sweeping
 	ctx := context.Background()
 	for i := range 3 * sweepSlice {
 		if _, err := s.Check(ctx, table.Request{ID: fmt.Sprint("short-", i), Policy: table.Policy{Scale: time.Second, Limit: 5}, Hits: 1}); err != nil {
@@ -363,8 +366,8 @@ func TestSweepLetsChecksInBetweenSlices(t *testing.T) {
 	if n := <-inSlice; n != 1 {
 		t.Fatalf("got slice %d first, want 1", n)
 	}
-	// The owner holds the shard in slice 1: a check that may not wait
-	// queues for it.
+	// The sweeping holds the shard in slice 1: a check that may not wait
+	// queues.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	answered := make(chan error, 1)
@@ -382,7 +385,7 @@ func TestSweepLetsChecksInBetweenSlices(t *testing.T) {
 	if n := <-inSlice; n != 2 {
 		t.Fatalf("got slice %d next, want 2", n)
 	}
-	// The owner holds the shard in slice 2 until proceed: the check can
+	// The sweeping holds the shard in slice 2 until proceed: the check can
 	// only have been answered between the slices.
 	select {
 	case err := <-answered:

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/rules"
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 

@@ -2,41 +2,27 @@ package sweeper_test
 
 import (
 	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/ratelimitd/ratelimitd/sweeper"
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
 )
 
-// A target that has 3 expired buckets and deletes them when asked.
-type threeExpired struct{ left int }
-
-func (o *threeExpired) Receive(c actor.Context) {
-	if m, ok := c.Message().(*sweeper.Sweep); ok {
-		n := min(o.left, m.Max)
-		o.left -= n
-		c.Respond(&sweeper.Swept{Round: m.Round, Target: m.Target, Deleted: n, More: n == m.Max})
-	}
-}
-
+// Drive a round over one target that holds 3 expired buckets, 2 per Sweep.
 func Example() {
-	as := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	defer as.Shutdown()
-	owner := as.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &threeExpired{left: 3} }))
-
-	clock := clocktest.New(time.Unix(0, 0))
-	reports := make(reports, 1)
-	as.Root.Spawn(sweeper.Props(sweeper.Config{
-		Targets: []*actor.PID{owner}, Interval: time.Minute, Batch: 2, Clock: clock, Observer: reports,
-	}))
-	clock.BlockUntil(1) // the sweeper armed its first tick
-	clock.Advance(time.Minute)
-	r := <-reports
-	fmt.Printf("deleted %d in %d batches, complete: %v\n", r.Deleted, r.Batches, r.Complete)
+	expired := 3
+	p := sweeper.New(1, 2)
+	now := time.Unix(0, 0)
+	p.Tick(now)
+	for {
+		m, ok := p.Next()
+		if !ok {
+			break
+		}
+		n := min(expired, m.Max) // the target deletes what m asks
+		expired -= n
+		if r, done := p.Swept(sweeper.Swept{Round: m.Round, Target: m.Target, Deleted: n, More: n == m.Max}, now); done {
+			fmt.Printf("deleted %d in %d batches, complete: %v\n", r.Deleted, r.Batches, r.Complete)
+		}
+	}
 	// Output: deleted 3 in 2 batches, complete: true
 }

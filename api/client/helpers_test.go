@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
 	"github.com/ratelimitd/ratelimitd/api/rules"
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
 )
 
 // clockStart is where manual clocks start: on a whole hour, so that every

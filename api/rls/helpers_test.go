@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 )
 
 // epoch is the start of every test clock: Unix 1,000,000 s, as the

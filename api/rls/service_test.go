@@ -23,7 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 

@@ -382,8 +382,9 @@ func TestE2EDamageInTheMiddle(t *testing.T) {
 	f.Close()
 
 	code, _, stderr := runDaemonOnce(t, append([]string{"--listen", "127.0.0.1:0"}, flags...)...)
-	if code != exitFailure || !strings.Contains(stderr, filepath.Base(first)) || !strings.Contains(stderr, "journal-repair") {
-		t.Fatalf("start on a journal damaged in the middle: exit %d, stderr:\n%s\nwant exit 1 naming %s and --journal-repair", code, stderr, filepath.Base(first))
+	const hint = "start with --journal-repair to cut the journal there, keeping the valid prefix and moving the rest aside to *.broken files"
+	if code != exitFailure || !strings.Contains(stderr, filepath.Base(first)) || !strings.Contains(stderr, hint) {
+		t.Fatalf("start on a journal damaged in the middle: exit %d, stderr:\n%s\nwant exit 1 naming %s and saying %q", code, stderr, filepath.Base(first), hint)
 	}
 	d = startDaemon(t, append(flags, "--journal-repair")...)
 	if got := d.peekCount(t, "id-0", scale, 10); got != 1 {

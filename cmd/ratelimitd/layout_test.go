@@ -1,6 +1,7 @@
 package main
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -19,20 +20,21 @@ func TestLayout(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/ratelimitd/ratelimitd/"
 	rules := map[string]struct{ ours, theirs []string }{
-		"table":                {nil, []string{"github.com/tidwall/btree"}},
-		"table/journal":        {nil, []string{"github.com/edsrzf/mmap-go"}},
-		"sweeper":              {[]string{"table"}, []string{"github.com/asynkron/protoactor-go"}},
-		"sweeper/clocktest":    {[]string{"sweeper"}, nil},
-		"actors":               {[]string{"table", "table/journal", "sweeper"}, []string{"github.com/asynkron/protoactor-go"}},
-		"api":                  {[]string{"actors", "table", "api/rules", "api/internal/jsonstr"}, []string{"github.com/prometheus/client_golang"}},
-		"api/rules":            {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
-		"api/clientip":         {nil, nil},
-		"api/client":           {[]string{"table", "api/internal/jsonstr"}, nil},
-		"api/internal/jsonstr": {nil, nil},
+		"table":                  {nil, []string{"github.com/tidwall/btree"}},
+		"table/journal":          {nil, []string{"github.com/edsrzf/mmap-go"}},
+		"sweeper":                {nil, nil},
+		"actors/clock":           {nil, nil},
+		"actors/clock/clocktest": {[]string{"actors/clock"}, nil},
+		"actors":                 {[]string{"table", "table/journal", "sweeper", "actors/clock"}, []string{"github.com/asynkron/protoactor-go"}},
+		"api":                    {[]string{"actors", "table", "api/rules", "api/internal/jsonstr"}, []string{"github.com/prometheus/client_golang"}},
+		"api/rules":              {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
+		"api/clientip":           {nil, nil},
+		"api/client":             {[]string{"table", "api/internal/jsonstr"}, nil},
+		"api/internal/jsonstr":   {nil, nil},
 		// yamlconf owns yaml for the config formats; api/rules still imports it until it moves onto yamlconf.
 		"api/internal/yamlconf": {nil, []string{"go.yaml.in/yaml/v3"}},
 		"api/rls":               {[]string{"table", "api/internal/yamlconf"}, []string{"google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy", "google.golang.org/protobuf"}},
-		"cmd/ratelimitd":        {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table"}, nil},
+		"cmd/ratelimitd":        {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table", "table/journal"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}
@@ -85,6 +87,155 @@ func TestLayout(t *testing.T) {
 	for pkg := range rules {
 		if !seen[pkg] {
 			t.Errorf("rule for %s, which has no Go files", pkg)
+		}
+	}
+}
+
+// framework is the module path of the actor framework: an implementation
+// detail of package actors that no exported API of ours may show.
+const framework = "github.com/asynkron/protoactor-go"
+
+// TestNoFrameworkInPublicAPI: no exported name of any package of the module
+// (an exported function's signature, an exported field or method, an
+// exported type, var or const) uses a type of the actor framework, so that
+// embedders and the transports never depend on it. Test files are exempt.
+func TestNoFrameworkInPublicAPI(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root {
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		if f.Name.Name == "main" {
+			return nil
+		}
+		names := map[string]bool{} // the file's names for framework packages
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if p != framework && !strings.HasPrefix(p, framework+"/") {
+				continue
+			}
+			name := p[strings.LastIndex(p, "/")+1:]
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			names[name] = true
+		}
+		if len(names) == 0 {
+			return nil
+		}
+		report := func(what string, n ast.Node) {
+			if n == nil || !usesFramework(n, names) {
+				return
+			}
+			t.Errorf("%s: exported %s uses a type of %s", fset.Position(n.Pos()), what, framework)
+		}
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if !decl.Name.IsExported() || decl.Recv != nil && !exportedRecv(decl.Recv) {
+					continue
+				}
+				report(decl.Name.Name, decl.Type)
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					switch spec := spec.(type) {
+					case *ast.TypeSpec:
+						if spec.Name.IsExported() {
+							reportType(spec.Name.Name, spec.Type, report)
+						}
+					case *ast.ValueSpec:
+						for i, name := range spec.Names {
+							if !name.IsExported() {
+								continue
+							}
+							report(name.Name, spec.Type)
+							if i < len(spec.Values) {
+								report(name.Name, spec.Values[i])
+							}
+						}
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reportType reports the framework types an exported type shows: in its
+// exported fields and methods if it is a struct or an interface, else
+// anywhere in its definition.
+func reportType(name string, typ ast.Expr, report func(string, ast.Node)) {
+	var fields *ast.FieldList
+	switch typ := typ.(type) {
+	case *ast.StructType:
+		fields = typ.Fields
+	case *ast.InterfaceType:
+		fields = typ.Methods
+	default:
+		report(name, typ)
+		return
+	}
+	for _, field := range fields.List {
+		if len(field.Names) == 0 { // embedded: exported with its type
+			report(name, field.Type)
+		}
+		for _, n := range field.Names {
+			if n.IsExported() {
+				report(name+"."+n.Name, field.Type)
+			}
+		}
+	}
+}
+
+// usesFramework reports whether n names a package in names (pkg.Type).
+func usesFramework(n ast.Node, names map[string]bool) bool {
+	found := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok && names[id.Name] {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// exportedRecv reports whether a method's receiver type is exported.
+func exportedRecv(recv *ast.FieldList) bool {
+	typ := recv.List[0].Type
+	for {
+		switch t := typ.(type) {
+		case *ast.StarExpr:
+			typ = t.X
+		case *ast.IndexExpr:
+			typ = t.X
+		case *ast.IndexListExpr:
+			typ = t.X
+		case *ast.Ident:
+			return t.IsExported()
+		default:
+			return false
 		}
 	}
 }

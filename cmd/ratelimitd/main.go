@@ -52,6 +52,7 @@ import (
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/clientip"
+	"github.com/ratelimitd/ratelimitd/table/journal"
 )
 
 // Exit codes of run.
@@ -189,6 +190,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			log.Info("stopped while starting", "cause", context.Cause(ctx))
 			return exitOK
+		}
+		if errors.Is(err, journal.ErrCorrupt) {
+			err = fmt.Errorf("%w; start with --journal-repair to cut the journal there, keeping the valid prefix and moving the rest aside to *.broken files", err)
 		}
 		log.Error("cannot start the actor system", "err", err)
 		return exitFailure

@@ -51,8 +51,9 @@
 //
 // # Segment file
 //
-// A segment is created at its full size (Options.SegmentSize, 16 MiB by
-// default) with fallocate(2), so a full disk fails the creation with ENOSPC
+// A segment is created at its full size (Options.SegmentSize; zero means
+// DefaultSegmentSize, 16 MiB; package actors, and so the daemon, asks for
+// 8 MiB by default) with fallocate(2), so a full disk fails the creation with ENOSPC
 // instead of a later write through the mapping with SIGBUS (where fallocate
 // is not supported, zeros are written instead). It is made under a *.tmp
 // name, stamped with its header, fsynced and renamed into place, then

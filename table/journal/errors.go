@@ -48,11 +48,11 @@ type CorruptError struct {
 	Reason string // what is wrong there
 }
 
-// Error names the file and the offset and says how to start anyway.
+// Error names the file, the offset and what is wrong there. How to start
+// anyway (Options.Repair) is for the program that opened the journal to say,
+// in its own terms.
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("%v: %s at offset %d: %s; start with --journal-repair (Options.Repair) "+
-		"to cut the journal there, keeping the valid prefix and moving the rest aside to *.broken files",
-		ErrCorrupt, e.Path, e.Offset, e.Reason)
+	return fmt.Sprintf("%v: %s at offset %d: %s", ErrCorrupt, e.Path, e.Offset, e.Reason)
 }
 
 // Unwrap returns ErrCorrupt.

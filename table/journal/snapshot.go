@@ -134,6 +134,23 @@ func (w *SnapshotWriter) Commit() error {
 		return fmt.Errorf("%w: snapshot already committed or aborted", ErrClosed)
 	}
 	w.done = true
+	if err := w.finish(); err != nil {
+		return w.fail(err)
+	}
+	j := w.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.snapshotting = false
+	name, err := w.publish()
+	if err != nil {
+		return err
+	}
+	return j.compact(w.seq, name)
+}
+
+// finish writes the trailer, then flushes, fsyncs and closes the temporary
+// file.
+func (w *SnapshotWriter) finish() error {
 	var trailer [trailerPayloadSize]byte
 	le.PutUint64(trailer[0:], w.count)
 	le.PutUint32(trailer[8:], w.fileCRC)
@@ -150,35 +167,42 @@ func (w *SnapshotWriter) Commit() error {
 	if cerr := w.f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("journal: close snapshot %s: %w", w.tmp, cerr)
 	}
-	if err != nil {
-		return w.fail(err)
-	}
+	return err
+}
 
+// publish renames the finished file to its final name and fsyncs the
+// directory, holding j.mu, and returns that name: from the rename on, Open
+// uses the snapshot.
+func (w *SnapshotWriter) publish() (string, error) {
 	j := w.j
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.snapshotting = false
 	if j.closed {
 		_ = os.Remove(w.tmp)
-		return fmt.Errorf("%w: snapshot %s abandoned", ErrClosed, w.tmp)
+		return "", fmt.Errorf("%w: snapshot %s abandoned", ErrClosed, w.tmp)
 	}
 	name := snapshotName(w.seq)
 	path := filepath.Join(j.dir, name)
 	if err := os.Rename(w.tmp, path); err != nil {
 		_ = os.Remove(w.tmp)
-		return fmt.Errorf("journal: commit snapshot %s: %w", path, err)
+		return "", fmt.Errorf("journal: commit snapshot %s: %w", path, err)
 	}
 	if err := syncDir(j.dir); err != nil {
 		// The rename may not be durable; the covered files stay.
 		if !slices.Contains(j.snaps, name) {
 			j.snaps = append(j.snaps, name)
 		}
-		return fmt.Errorf("journal: commit snapshot %s: fsync directory: %w", path, err)
+		return "", fmt.Errorf("journal: commit snapshot %s: fsync directory: %w", path, err)
 	}
+	return name, nil
+}
+
+// compact removes, holding j.mu, the segment files that snapshot name
+// covers (every record up to seq) and the snapshots older than it; what
+// cannot be removed now, the next Open removes.
+func (j *Journal) compact(seq uint64, name string) error {
 	var errs []error
 	keep := j.segs[:0]
 	for _, s := range j.segs {
-		if s.first > w.seq {
+		if s.first > seq {
 			keep = append(keep, s)
 			continue
 		}

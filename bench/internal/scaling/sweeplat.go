@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/sweeper"
+	"github.com/ratelimitd/ratelimitd/actors/clock"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -58,7 +58,7 @@ type SweepLatency struct {
 	SweepTook  time.Duration
 	Deleted    int // by the sweep rounds that ran after the jump
 	Rounds     int // sweep rounds (reports) it took
-	Batches    int // Sweep messages (of at most 10,000 deletions each)
+	Batches    int // Sweeps (of at most 10,000 deletions each)
 }
 
 // offsetClock is the system clock moved forward by an offset that the
@@ -67,7 +67,7 @@ type offsetClock struct{ off atomic.Int64 }
 
 func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
 
-func (c *offsetClock) AfterFunc(d time.Duration, f func()) sweeper.Timer {
+func (c *offsetClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	return time.AfterFunc(d, f)
 }
 

@@ -1,4 +1,4 @@
-package sweeper
+package clock
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func stepThenBack(at, back, off time.Duration) func(time.Duration) time.Duration
 
 func abs(d time.Duration) time.Duration { return max(d, -d) }
 
-// runSlew drives a SystemClock with the scenario's wall clock and a real
+// runSlew drives a System clock with the scenario's wall clock and a real
 // table with its readings: a fixed-window key of 3 hits per second is kept
 // at its limit, and every reading peeks at it. It checks that
 //
@@ -79,7 +79,7 @@ func runSlew(t *testing.T, sc slewScenario) {
 		}
 		return a
 	}}))
-	c := newSystemClock(wall, func() time.Duration { return mono }, ClockLogger(log))
+	c := newSystemClock(wall, func() time.Duration { return mono }, WithLogger(log))
 
 	tab := table.New(table.Config{})
 	req := table.Request{ID: "k", Policy: table.Policy{Scale: time.Second, Limit: 3}, Hits: 1}

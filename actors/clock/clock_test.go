@@ -1,16 +1,16 @@
-package sweeper
+package clock
 
 import (
 	"testing"
 	"time"
 )
 
-// TestSystemClockFollowsTheWallClock: SystemClock's readings stay between two
+// TestSystemClockFollowsTheWallClock: System's readings stay between two
 // time.Now readings taken around them (within a millisecond of drift), and
 // never go back, across re-anchoring.
 func TestSystemClockFollowsTheWallClock(t *testing.T) {
 	t.Parallel()
-	c := SystemClock()
+	c := System()
 	last := c.Now()
 	for i := range 200_000 {
 		if i%50_000 == 0 {
@@ -33,7 +33,7 @@ func TestSystemClockFollowsTheWallClock(t *testing.T) {
 }
 
 func BenchmarkSystemClock(b *testing.B) {
-	c := SystemClock()
+	c := System()
 	b.Run("baseline=time.Now", func(b *testing.B) {
 		for b.Loop() {
 			_ = time.Now()

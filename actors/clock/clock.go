@@ -1,4 +1,4 @@
-package sweeper
+package clock
 
 import (
 	"log/slog"
@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Clock is the time source of the sweeper and of the shard owners. Tests
-// inject a manual clock; production uses SystemClock.
+// Clock is a time source: every batch of checks reads it once, and the
+// sweeping loop arms its timer on it. Tests inject a manual clock
+// (clocktest.Manual); production uses System.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
@@ -22,13 +23,13 @@ type Timer interface {
 	Stop() bool
 }
 
-// ClockOption configures SystemClock.
-type ClockOption func(*systemClock)
+// Option configures System.
+type Option func(*systemClock)
 
-// ClockLogger has SystemClock log, at Warn, each step of the wall clock it
+// WithLogger has System log, at Warn, each step of the wall clock it
 // sees (with the step, the offset it slews away and how long that takes).
 // A nil logger logs nothing, as without the option.
-func ClockLogger(l *slog.Logger) ClockOption {
+func WithLogger(l *slog.Logger) Option {
 	return func(c *systemClock) {
 		if l != nil {
 			c.log = l
@@ -36,13 +37,13 @@ func ClockLogger(l *slog.Logger) ClockOption {
 	}
 }
 
-// SystemClock returns a Clock that follows the system clock without ever
+// System returns a Clock that follows the system clock without ever
 // stepping: its readings advance with the monotonic clock, and approach the
 // wall clock by a slew of at most 1 ms per 20 ms elapsed.
 //
 // Now reads only the monotonic clock, from an anchor taken again every
-// second: reading both clocks, as time.Now does, costs a check about a tenth
-// of its time. At each anchor the wall clock is read and the readings'
+// second, because reading the wall clock too, as time.Now does, is a
+// noticeable part of a check's cost. At each anchor the wall clock is read and the readings'
 // offset from it is slewed away: an ordinary NTP adjustment (a few ms)
 // within a fraction of a second; a step of the wall clock, logged, in 20
 // times the step (a suspend, which Go's monotonic clock does not count on
@@ -56,13 +57,13 @@ func ClockLogger(l *slog.Logger) ClockOption {
 // A new clock (a restarted process) starts on the wall clock; there the
 // table's own guard holds: it never goes back to a time earlier than one it
 // has seen, journalled ones included.
-func SystemClock(opts ...ClockOption) Clock {
+func System(opts ...Option) Clock {
 	start := time.Now()
 	return newSystemClock(time.Now, func() time.Duration { return time.Since(start) }, opts...)
 }
 
 const (
-	// anchorAge is how long SystemClock counts on the monotonic clock alone.
+	// anchorAge is how long System counts on the monotonic clock alone.
 	anchorAge = time.Second
 	// slewDiv is the inverse of the slew rate: 1 ns of correction per slewDiv ns.
 	slewDiv = 20
@@ -102,7 +103,7 @@ func (a *anchor) slew(d time.Duration) time.Duration {
 	}
 }
 
-func newSystemClock(wall func() time.Time, mono func() time.Duration, opts ...ClockOption) *systemClock {
+func newSystemClock(wall func() time.Time, mono func() time.Duration, opts ...Option) *systemClock {
 	c := &systemClock{wall: wall, mono: mono, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(c)

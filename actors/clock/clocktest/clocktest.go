@@ -1,4 +1,4 @@
-// Package clocktest provides a manual sweeper.Clock for tests: time stands
+// Package clocktest provides a manual clock.Clock for tests: time stands
 // still until the test advances it, and timers fire synchronously, in order,
 // inside Advance.
 package clocktest
@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/sweeper"
+	"github.com/ratelimitd/ratelimitd/actors/clock"
 )
 
-// Manual is a sweeper.Clock moved only by Advance. It is safe for concurrent use.
+// Manual is a clock.Clock moved only by Advance. It is safe for concurrent use.
 type Manual struct {
 	mu     sync.Mutex
 	armed  *sync.Cond // signalled whenever a timer is scheduled
@@ -20,7 +20,7 @@ type Manual struct {
 	timers []*timer
 }
 
-var _ sweeper.Clock = (*Manual)(nil)
+var _ clock.Clock = (*Manual)(nil)
 
 // New returns a Manual clock reading start.
 func New(start time.Time) *Manual {
@@ -44,7 +44,7 @@ func (m *Manual) Now() time.Time {
 }
 
 // AfterFunc schedules f to run inside the Advance that reaches now+d.
-func (m *Manual) AfterFunc(d time.Duration, f func()) sweeper.Timer {
+func (m *Manual) AfterFunc(d time.Duration, f func()) clock.Timer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++

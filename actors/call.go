@@ -1,0 +1,135 @@
+// The call protocol and its pool. A call carries one request from its
+// caller to whoever serves its shard and the answer back. Its caller owns
+// it until it is queued; from then on its state says who may write it: the
+// caller may only swap pending to cancelled, and whoever swaps pending to
+// taken (the server of the shard, holding sh.mu) writes the answer and then
+// signals done, after which the call is its caller's again. A call its
+// caller served itself (direct) is answered without a signal. Calls are
+// pooled, so a check allocates nothing.
+
+package actors
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// call is one Check in flight between its caller and whoever serves its shard.
+type call struct {
+	op      op
+	req     table.Request
+	state   atomic.Int32
+	res     table.Reservation
+	n       int            // opReset: buckets deleted
+	buckets []table.Bucket // opBuckets
+	err     error
+	done    chan struct{} // capacity 1; signalled once, by whoever serves the call
+	direct  bool          // its caller serves it (serveDirect): no signal
+}
+
+// op is what a call asks of its shard.
+type op uint8
+
+const (
+	opCheck   op = iota // Table.Reserve
+	opRefund            // Table.Refund
+	opReset             // Table.Reset
+	opBuckets           // Table.Buckets of req.ID
+)
+
+const (
+	statePending   int32 = iota
+	stateTaken           // a server took it and will answer
+	stateCancelled       // the caller gave up first; servers skip it
+)
+
+// answer completes c, taken, with err besides its decision, and signals
+// its caller unless the caller is serving it.
+func (c *call) answer(err error) {
+	c.err = err
+	if !c.direct {
+		c.done <- struct{}{}
+	}
+}
+
+// fail answers c with err unless its caller gave up.
+func (c *call) fail(err error) {
+	if c.state.CompareAndSwap(statePending, stateTaken) || c.state.Load() == stateTaken {
+		c.answer(err)
+	}
+}
+
+func (c *call) reset() {
+	c.op, c.req, c.res, c.n, c.buckets, c.err, c.direct = opCheck, table.Request{}, table.Reservation{}, 0, nil, nil, false
+	c.state.Store(statePending)
+}
+
+// call hands one validated request to its shard and waits for the answer
+// (see Check for cancellation): the caller serves the shard itself when
+// nobody else is, or queues the call for the owner. On success the caller
+// reads the answer from c and then releases it.
+func (s *System) call(ctx context.Context, o op, req table.Request) (*call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := s.calls.Get().(*call)
+	c.op, c.req = o, req
+	sh := s.shards[shardOf(req.ID, len(s.shards))]
+	served, err := s.serveDirect(sh, ctx.Done() == nil, c)
+	if err == nil && !served {
+		err = s.submit(sh, c)
+	}
+	if err != nil {
+		s.release(c)
+		return nil, err
+	}
+	if !served {
+		s.wait(ctx, c)
+		if c.state.Load() == stateCancelled {
+			// A server will skip c; it may still look at it, so c is not reused.
+			return nil, ctx.Err()
+		}
+	}
+	if err := c.err; err != nil {
+		s.release(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// wait waits for c to be answered, or for ctx to end before a server takes
+// c, which then is cancelled.
+func (s *System) wait(ctx context.Context, c *call) {
+	done := ctx.Done()
+	if done == nil {
+		<-c.done // a plain receive: cheaper than a select
+		return
+	}
+	select {
+	case <-c.done:
+	case <-done:
+		if !c.state.CompareAndSwap(statePending, stateCancelled) {
+			<-c.done // a server took it: the answer is moments away
+		}
+	}
+}
+
+// submit queues c in the inbox of its shard sh, waking the owner if it is idle.
+func (s *System) submit(sh *shard, c *call) error {
+	kick, err := sh.q.push(c)
+	if err != nil {
+		return err
+	}
+	if kick {
+		s.actors.Root.Send(sh.pid, drainMessage{})
+	}
+	return nil
+}
+
+// release returns an answered call to the pool.
+func (s *System) release(c *call) {
+	c.reset()
+	s.calls.Put(c)
+}
