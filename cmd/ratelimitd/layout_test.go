@@ -24,6 +24,7 @@ func TestLayout(t *testing.T) {
 		"sweeper":              {[]string{"table"}, []string{"github.com/asynkron/protoactor-go"}},
 		"sweeper/clocktest":    {[]string{"sweeper"}, nil},
 		"actors":               {[]string{"table", "table/journal", "sweeper"}, []string{"github.com/asynkron/protoactor-go"}},
+		"actors/topk":          {nil, nil},
 		"api":                  {[]string{"actors", "table", "api/rules", "api/internal/jsonstr"}, []string{"github.com/prometheus/client_golang"}},
 		"api/rules":            {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		"api/clientip":         {nil, nil},
