@@ -34,7 +34,7 @@ func top(m Metric, w Window, partitioned bool, now time.Time, sketches ...*Sketc
 	return v
 }
 
-// TestZipfAccuracy: 1M ids of Zipf-skewed traffic (s = 1.1) over 14
+// TestZipfAccuracy: 1M hits over 1M ids, Zipf-skewed (s = 1.1), over 14
 // minutes, through 8 sketches of the default capacity with ids hashed to
 // them as shards do. The true top 10 by hits and by denials are all among
 // the 20 reported, each Count within Bound of the truth, and Bound is at
@@ -42,7 +42,7 @@ func top(m Metric, w Window, partitioned bool, now time.Time, sketches ...*Sketc
 func TestZipfAccuracy(t *testing.T) {
 	t.Parallel()
 	const ids, shards = 1_000_000, 8
-	samples := 2_000_000
+	samples := 1_000_000
 	if testing.Short() {
 		samples = 300_000
 	}
@@ -63,7 +63,7 @@ func TestZipfAccuracy(t *testing.T) {
 			names[r] = "user-" + strconv.FormatUint(r*2654435761%ids, 10)
 		}
 		// A per-id limit, so that the ranking by denials is not the one by hits.
-		limit := 100 * (1 + (r*7)%13)
+		limit := 5 * (1 + (r*7)%13)
 		hits[r]++
 		denied := hits[r] > limit
 		if denied {
