@@ -29,6 +29,7 @@ func TestLayout(t *testing.T) {
 		"api/rules":            {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		"api/clientip":         {nil, nil},
 		"api/client":           {[]string{"table", "api/internal/jsonstr"}, nil},
+		"api/dashboard":        {[]string{"table"}, nil},
 		"api/internal/jsonstr": {nil, nil},
 		"cmd/ratelimitd":       {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table"}, nil},
 	}
