@@ -27,9 +27,11 @@ func TestLayout(t *testing.T) {
 		"actors/clock/clocktest": {[]string{"actors/clock"}, nil},
 		"actors":                 {[]string{"table", "table/journal", "sweeper", "actors/clock"}, []string{"github.com/asynkron/protoactor-go"}},
 		"api":                    {[]string{"actors", "table", "api/rules", "api/internal/jsonstr"}, []string{"github.com/prometheus/client_golang"}},
+		"actors/topk":            {nil, nil},
 		"api/rules":              {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		"api/clientip":           {nil, nil},
 		"api/client":             {[]string{"table", "api/internal/jsonstr"}, nil},
+		"api/dashboard":          {[]string{"table"}, nil},
 		"api/internal/jsonstr":   {nil, nil},
 		// yamlconf owns yaml for the config formats; api/rules still imports it until it moves onto yamlconf.
 		"api/internal/yamlconf": {nil, []string{"go.yaml.in/yaml/v3"}},
