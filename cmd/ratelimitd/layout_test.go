@@ -27,6 +27,7 @@ func TestLayout(t *testing.T) {
 		"api":                  {[]string{"actors", "table", "api/rules", "api/internal/jsonstr"}, []string{"github.com/prometheus/client_golang"}},
 		"api/rules":            {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		"api/clientip":         {nil, nil},
+		"api/resp":             {[]string{"table", "api/rules"}, []string{"github.com/tidwall/redcon"}},
 		"api/client":           {[]string{"table", "api/internal/jsonstr"}, nil},
 		"api/internal/jsonstr": {nil, nil},
 		"cmd/ratelimitd":       {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table"}, nil},
