@@ -191,3 +191,32 @@ func TestPipelineBatchError(t *testing.T) {
 		}
 	}
 }
+
+// panicChecker panics on every check.
+type panicChecker struct{ resp.Checker }
+
+func (panicChecker) Check(context.Context, table.Request) (table.Decision, error) {
+	panic("broken invariant")
+}
+
+// TestPanicClosesConnection checks that a panic while serving costs its
+// connection only: an error reply, the connection closed, the server still
+// serving.
+func TestPanicClosesConnection(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	_, addr := startServer(t, resp.Options{Checker: panicChecker{sys}})
+	c := dialRaw(t, addr)
+	c.send(frame("PING") + frame("CL.THROTTLE", "a", "1", "1", "60"))
+	if got, want := c.mustReply(), "-ERR internal error; the connection is closed\r\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, err := c.reply(); err == nil {
+		t.Errorf("then got %q, want the connection closed", got)
+	}
+	c2 := dialRaw(t, addr)
+	c2.send(frame("PING"))
+	if got := c2.mustReply(); got != "+PONG\r\n" {
+		t.Errorf("another connection: got %q", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,6 +138,14 @@ func (c *check) req() table.Request {
 // them decided in one pass, and leaves redcon to flush the replies.
 func (s *Server) handle(rc redcon.Conn, first redcon.Command) {
 	st := rc.Context().(*session)
+	defer func() {
+		// A broken invariant costs its connection, not the process.
+		if r := recover(); r != nil {
+			s.log.Error("resp: panic serving a connection; closing it", "panic", r, "stack", string(debug.Stack()))
+			rc.WriteError("ERR internal error; the connection is closed")
+			_ = rc.Close()
+		}
+	}()
 	st.cmds = append(append(st.cmds[:0], first), rc.ReadPipeline()...)
 	for _, cmd := range st.cmds {
 		if !s.command(rc, st, cmd.Args) {

@@ -105,13 +105,26 @@ func (c *frameConn) consume(n int) {
 	}
 }
 
+// Bounds of the lingering close after a protocol error.
+const (
+	lingerBytes = 256 << 10
+	lingerTime  = time.Second
+)
+
 // fail answers a protocol error, once, and returns the error that ends the
-// connection.
+// connection. After the answer it shuts its side and reads away, within
+// bounds, what the client is still sending: closing a socket with unread
+// input resets the connection, and the client would lose the answer.
 func (c *frameConn) fail() error {
 	if c.perr != nil {
 		_, _ = c.Write([]byte("-ERR " + c.perr.Error() + "\r\n"))
 		c.srv.obs.Conn(ConnProtocolError)
 		c.perr = nil
+		if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+			_ = c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
+			_, _ = io.CopyN(io.Discard, c.Conn, lingerBytes)
+		}
 	}
 	return c.err
 }

@@ -259,3 +259,20 @@ func (c *counter) batchSizes() []int {
 	defer c.mu.Unlock()
 	return slices.Clone(c.batches)
 }
+func (c *counter) conn(ev resp.ConnEvent) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conns[ev]
+}
+
+// waitFor polls cond until it holds or a minute passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

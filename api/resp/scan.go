@@ -14,6 +14,7 @@ type scanner struct {
 	n     int64 // the number being read, the bulk bytes left, or the inline line's length
 	args  int64 // the bulk strings still to come in the current array
 	digit bool  // a digit of the number being read has been seen
+	cr    bool  // the inline line read so far ends with '\r'
 }
 
 // Scanner states.
@@ -59,7 +60,7 @@ func (s *scanner) scan(b []byte) (end int, err error) {
 				s.state, s.n, s.digit = stCount, 0, false
 				continue
 			}
-			s.state, s.n = stInline, 0
+			s.state, s.n, s.cr = stInline, 0, false
 			fallthrough
 		case stInline:
 			// Skip to the end of the line at once.
@@ -67,13 +68,21 @@ func (s *scanner) scan(b []byte) (end int, err error) {
 			for j < len(b) && b[j] != '\n' {
 				j++
 			}
-			s.n += int64(j - i)
-			if s.n > s.maxInline {
+			if j > i {
+				s.n += int64(j - i)
+				s.cr = b[j-1] == '\r'
+			}
+			// The line's length, its line break not counted.
+			line := s.n
+			if s.cr {
+				line--
+			}
+			if line > s.maxInline {
 				return end, errInlineLen
 			}
 			i = j
 			if j < len(b) {
-				s.state = stStart
+				s.state, s.cr = stStart, false
 				end = i + 1
 			}
 		case stCount:
