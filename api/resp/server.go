@@ -346,7 +346,12 @@ func (s *Server) checkDrained() {
 func (s *Server) admit(nc net.Conn) *frameConn {
 	s.stats.connsReceived.Add(1)
 	s.mu.Lock()
-	if len(s.conns) >= s.opts.MaxConns || s.isClosed {
+	if s.isClosed {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return nil
+	}
+	if len(s.conns) >= s.opts.MaxConns {
 		s.mu.Unlock()
 		s.stats.connsRejected.Add(1)
 		s.obs.Conn(ConnRejected)
