@@ -2,6 +2,7 @@ package table
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -70,6 +71,26 @@ func TestPolicyValidateIsRequestValidate(t *testing.T) {
 		rerr := r.Validate()
 		if perr == nil || rerr == nil || perr.Error() != rerr.Error() {
 			t.Errorf("%+v: Policy.Validate %v, Request.Validate %v, want the same error", p, perr, rerr)
+		}
+	}
+}
+
+// TestPolicyHugeLimit checks that a GCRA policy whose limit is near the
+// largest int64 is valid (one token a nanosecond) and decided, instead of
+// overflowing the emission interval into a division by zero.
+func TestPolicyHugeLimit(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, limit := range []int64{math.MaxInt64, math.MaxInt64 - 1_000_000_000, 9223372036700000000} {
+		for _, alg := range []Algorithm{TokenBucket, LeakyBucket} {
+			req := Request{ID: "k", Hits: 1, Policy: Policy{Algorithm: alg, Scale: time.Second, Limit: limit, Burst: 1}}
+			if err := req.Validate(); err != nil {
+				t.Fatalf("%v limit %d: Validate: %v", alg, limit, err)
+			}
+			d := New(Config{}).Apply(req, now)
+			if !d.Allowed || d.ResetAfter != time.Nanosecond {
+				t.Errorf("%v limit %d: got %+v, want allowed, reset after 1ns", alg, limit, d)
+			}
 		}
 	}
 }

@@ -245,7 +245,11 @@ func (r *Policy) burst() int64 {
 // emission returns the GCRA emission interval in ns: one token per
 // Scale/Limit, rounded up so that the rate is never exceeded. limit > 0.
 func emission(scale time.Duration, limit int64) int64 {
-	return (int64(scale) + limit - 1) / limit
+	e := int64(scale) / limit // not (scale+limit-1)/limit, which overflows for a huge limit
+	if int64(scale)%limit != 0 {
+		e++
+	}
+	return e
 }
 
 // fitsRefill reports whether burst × emission is at most MaxScale.

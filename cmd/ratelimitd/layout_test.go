@@ -30,6 +30,7 @@ func TestLayout(t *testing.T) {
 		"actors/topk":            {nil, nil},
 		"api/rules":              {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		"api/clientip":           {nil, nil},
+		"api/resp":               {[]string{"table", "api/rules"}, []string{"github.com/tidwall/redcon"}},
 		"api/client":             {[]string{"table", "api/internal/jsonstr"}, nil},
 		"api/dashboard":          {[]string{"table"}, nil},
 		"api/internal/jsonstr":   {nil, nil},
