@@ -328,7 +328,7 @@ func (s *System) Refund(ctx context.Context, req table.Request) (table.Decision,
 		return table.Decision{}, err
 	}
 	if req.Hits < 1 {
-		return table.Decision{}, &table.FieldError{Field: "hits", Rule: "must be at least 1 for a refund"}
+		return table.Decision{}, &table.FieldError{Field: "hits", Message: "must be at least 1 for a refund"}
 	}
 	c, err := s.call(ctx, opRefund, req)
 	if err != nil {
@@ -359,7 +359,7 @@ func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
 // its shard holds them now.
 func (s *System) Buckets(ctx context.Context, id string) ([]table.Bucket, error) {
 	if id == "" || len(id) > table.MaxIDLen {
-		return nil, &table.FieldError{Field: "id", Rule: fmt.Sprintf("must be 1 to %d bytes", table.MaxIDLen)}
+		return nil, &table.FieldError{Field: "id", Message: fmt.Sprintf("must be 1 to %d bytes", table.MaxIDLen)}
 	}
 	c, err := s.call(ctx, opBuckets, table.Request{ID: id})
 	if err != nil {
@@ -389,13 +389,13 @@ const MaxCheckAll = 1000
 // all-or-nothing outcome needs every answer.
 func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.Decision, bool, error) {
 	if len(reqs) == 0 || len(reqs) > MaxCheckAll {
-		return nil, false, &table.FieldError{Field: "checks", Rule: fmt.Sprintf("must hold 1 to %d checks", MaxCheckAll)}
+		return nil, false, &table.FieldError{Field: "checks", Message: fmt.Sprintf("must hold 1 to %d checks", MaxCheckAll)}
 	}
 	for i := range reqs {
 		if err := reqs[i].Validate(); err != nil {
 			var fe *table.FieldError
 			if errors.As(err, &fe) {
-				return nil, false, &table.FieldError{Field: fmt.Sprintf("checks[%d].%s", i, fe.Field), Rule: fe.Rule}
+				return nil, false, &table.FieldError{Field: fmt.Sprintf("checks[%d].%s", i, fe.Field), Message: fe.Message}
 			}
 			return nil, false, err
 		}

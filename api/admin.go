@@ -329,7 +329,7 @@ func readRule(w http.ResponseWriter, r *http.Request, name string) (rules.Rule, 
 		if errors.As(err, new(*http.MaxBytesError)) {
 			return rules.Rule{}, fieldErr("body", "must be at most "+strconv.Itoa(maxRuleBytes)+" bytes")
 		}
-		return rules.Rule{}, bodyErr(err, ruleObject)
+		return rules.Rule{}, bodyErr(err, msgObject)
 	}
 	members, err := jsonMembers(body)
 	if err != nil {
@@ -346,7 +346,7 @@ func readRule(w http.ResponseWriter, r *http.Request, name string) (rules.Rule, 
 	} else {
 		members["name"], _ = json.Marshal(name)
 		if body, err = json.Marshal(members); err != nil { // cannot happen
-			return rules.Rule{}, fieldErr("body", ruleObject)
+			return rules.Rule{}, fieldErr("body", msgObject)
 		}
 	}
 	var rule rules.Rule
@@ -366,35 +366,35 @@ func jsonMembers(body []byte) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, bodyErr(err, ruleObject)
+		return nil, bodyErr(err, msgObject)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, fieldErr("body", ruleObject)
+		return nil, fieldErr("body", msgObject)
 	}
 	members := make(map[string]json.RawMessage)
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, bodyErr(err, ruleTruncated)
+			return nil, bodyErr(err, msgTruncated)
 		}
 		key, _ := tok.(string)
 		if key == "" {
-			return nil, fieldErr("body", ruleNoMemberName)
+			return nil, fieldErr("body", msgNoMemberName)
 		}
 		if _, dup := members[key]; dup {
-			return nil, fieldErr(echoName(key), ruleRepeated)
+			return nil, fieldErr(echoName(key), msgRepeated)
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, bodyErr(err, ruleTruncated)
+			return nil, bodyErr(err, msgTruncated)
 		}
 		members[key] = raw
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
-		return nil, bodyErr(err, ruleTruncated)
+		return nil, bodyErr(err, msgTruncated)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, bodyErr(err, ruleTrailing)
+		return nil, bodyErr(err, msgTrailing)
 	}
 	return members, nil
 }
@@ -407,9 +407,9 @@ func ruleFieldErr(err error) error {
 		return fieldErr("body", "is not a valid rule: "+err.Error())
 	}
 	if re.Field == "" {
-		return fieldErr("body", re.Rule)
+		return fieldErr("body", re.Message)
 	}
-	return fieldErr(re.Field, re.Rule)
+	return fieldErr(re.Field, re.Message)
 }
 
 // reset serves POST /reset.

@@ -445,7 +445,7 @@ func TestAdminBackendErrors(t *testing.T) {
 	}{
 		{actors.ErrStopped, 503},
 		{errors.New("boom"), 503},
-		{&table.FieldError{Field: "id", Rule: "is required"}, 400},
+		{&table.FieldError{Field: "id", Message: "is required"}, 400},
 	} {
 		h, err := api.NewAdminHandler(api.AdminOptions{Backend: failingBackend{tt.err}, Token: adminToken})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 // The POST body parser. It reads the body once, into one string, and walks
@@ -93,16 +94,16 @@ type bodyParser struct {
 // appended to batch[:0], which is reallocated only if too small.
 func parseBody(s string, end error, m mode, batch []params) (checkBody, error) {
 	p := bodyParser{s: s, end: end, m: m}
-	rule := ruleObject
+	msg := msgObject
 	if m == modeCheck {
-		rule = ruleBody
+		msg = msgBody
 	}
 	var out checkBody
 	var err error
 	c, ok := p.peek()
 	switch {
 	case !ok:
-		return checkBody{}, bodyErr(end, rule)
+		return checkBody{}, bodyErr(end, msg)
 	case c == '{':
 		p.i++
 		err = p.object(&out.one)
@@ -110,16 +111,16 @@ func parseBody(s string, end error, m mode, batch []params) (checkBody, error) {
 		p.i++
 		out.batch, err = p.array(batch[:0])
 	default:
-		err = p.notObject(c, fieldErr("body", rule), rule)
+		err = p.notObject(c, fieldErr("body", msg), msg)
 	}
 	if err != nil {
 		return checkBody{}, err
 	}
 	if c, ok = p.peek(); ok {
-		return checkBody{}, p.notObject(c, fieldErr("body", ruleTrailing), ruleTrailing)
+		return checkBody{}, p.notObject(c, fieldErr("body", msgTrailing), msgTrailing)
 	}
 	if end != nil {
-		return checkBody{}, bodyErr(end, ruleTrailing)
+		return checkBody{}, bodyErr(end, msgTrailing)
 	}
 	return out, nil
 }
@@ -148,7 +149,7 @@ func (p *bodyParser) array(ps []params) ([]params, error) {
 		}
 		i := len(ps)
 		if i == actors.MaxCheckAll {
-			return nil, fieldErr("checks", ruleChecks)
+			return nil, fieldErr("checks", msgChecks)
 		}
 		if i > 0 {
 			if c != ',' {
@@ -156,11 +157,11 @@ func (p *bodyParser) array(ps []params) ([]params, error) {
 			}
 			p.i++
 			if c, ok = p.peek(); !ok {
-				return nil, bodyErr(p.end, ruleTruncated)
+				return nil, bodyErr(p.end, msgTruncated)
 			}
 		}
 		if c != '{' {
-			return nil, p.notObject(c, fieldErr(elemField(i, ""), ruleObject), ruleTruncated)
+			return nil, p.notObject(c, fieldErr(elemField(i, ""), msgObject), msgTruncated)
 		}
 		p.i++
 		ps = append(ps, params{})
@@ -171,7 +172,7 @@ func (p *bodyParser) array(ps []params) ([]params, error) {
 	c, ok := p.peek() // the closing ']'
 	switch {
 	case !ok:
-		return nil, bodyErr(p.end, ruleTruncated)
+		return nil, bodyErr(p.end, msgTruncated)
 	case c == '}' && len(ps) == 0:
 		return nil, p.tokenErr(ctxValue)
 	case c == '}':
@@ -179,7 +180,7 @@ func (p *bodyParser) array(ps []params) ([]params, error) {
 	}
 	p.i++
 	if len(ps) == 0 {
-		return nil, fieldErr("checks", ruleChecks)
+		return nil, fieldErr("checks", msgChecks)
 	}
 	return ps, nil
 }
@@ -203,7 +204,7 @@ func (p *bodyParser) object(out *params) error {
 		case !first:
 			p.i++
 			if c, ok = p.peek(); !ok {
-				return bodyErr(p.end, ruleTruncated)
+				return bodyErr(p.end, msgTruncated)
 			}
 			if c != '"' {
 				return p.tokenErr(ctxKey)
@@ -217,16 +218,16 @@ func (p *bodyParser) object(out *params) error {
 		bit := fieldBit(key) & allowed
 		switch {
 		case key == "":
-			return fieldErr("body", ruleNoMemberName)
+			return fieldErr("body", msgNoMemberName)
 		case bit == 0:
-			return fieldErr(echoName(key), ruleUnknown)
+			return fieldErr(echoName(key), msgUnknown)
 		}
 		if out.seen&bit != 0 {
-			return fieldErr(key, ruleRepeated)
+			return fieldErr(key, msgRepeated)
 		}
 		out.seen |= bit
 		if c, ok = p.peek(); !ok {
-			return bodyErr(p.end, ruleTruncated)
+			return bodyErr(p.end, msgTruncated)
 		}
 		if c != ':' {
 			return malformed(p.i, "expected colon after object key")
@@ -243,7 +244,7 @@ func (p *bodyParser) object(out *params) error {
 	c, ok := p.peek() // the closing '}'
 	switch {
 	case !ok:
-		return bodyErr(p.end, ruleTruncated)
+		return bodyErr(p.end, msgTruncated)
 	case c == ']' && first:
 		return p.tokenErr(ctxFirst)
 	case c == ']':
@@ -261,7 +262,7 @@ func (p *bodyParser) key() (string, error) {
 		var key string
 		n, err := p.decode(start, &key)
 		if err != nil {
-			return "", p.decodeErr(err, ruleTruncated)
+			return "", p.decodeErr(err, msgTruncated)
 		}
 		p.i = start + n
 		p.scanned += n
@@ -282,7 +283,7 @@ func (p *bodyParser) value() (raw string, plain bool, err error) {
 		var v json.RawMessage
 		n, err := p.decode(start, &v)
 		if err != nil {
-			return "", false, p.decodeErr(err, ruleTruncated)
+			return "", false, p.decodeErr(err, msgTruncated)
 		}
 		p.i = start + n
 		p.scanned += n
@@ -296,8 +297,8 @@ func (p *bodyParser) value() (raw string, plain bool, err error) {
 
 // notObject returns the error for the token c at p.i, where the old decoder
 // read a value and wanted '{': okErr if c is well formed, else the error
-// reading it, with rule for an error about the body as a whole.
-func (p *bodyParser) notObject(c byte, okErr error, rule string) error {
+// reading it, with msg for an error about the body as a whole.
+func (p *bodyParser) notObject(c byte, okErr error, msg string) error {
 	switch c {
 	case '{', '[':
 		return okErr
@@ -306,7 +307,7 @@ func (p *bodyParser) notObject(c byte, okErr error, rule string) error {
 	}
 	var v any
 	if _, err := p.decode(p.i, &v); err != nil {
-		return p.decodeErr(err, rule)
+		return p.decodeErr(err, msg)
 	}
 	return okErr
 }
@@ -366,12 +367,12 @@ func (p *bodyParser) decode(i int, v any) (int, error) {
 // decodeErr is bodyErr for an error of decode, whose syntax errors count
 // their offset from where decode began: it adds p.scanned, as the old
 // decoder did.
-func (p *bodyParser) decodeErr(err error, rule string) error {
+func (p *bodyParser) decodeErr(err error, msg string) error {
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {
 		return malformed(p.scanned+int(syntax.Offset), syntax.Error())
 	}
-	return bodyErr(err, rule)
+	return bodyErr(err, msg)
 }
 
 // errReader is an io.Reader that always fails with err.
@@ -406,7 +407,7 @@ func quoteChar(c byte) string {
 // and whether it is plain: without escapes, all ASCII. ok is false if there
 // is none. Any byte from 0x20 up is accepted, as encoding/json does:
 // invalid UTF-8 is replaced when the string is decoded (an id is refused
-// instead, by unicodeRule).
+// instead, by unicodeMsg).
 func scanString(s string, i int) (end int, plain, ok bool) {
 	plain = true
 	for i++; i < len(s); i++ {
@@ -502,13 +503,13 @@ func scanLiteral(s string, i int, lit string) (end int, ok bool) {
 	return i, false
 }
 
-// unicodeRule returns the rule raw, a well-formed JSON string, breaks by
-// not decoding to valid UTF-8: ruleIDUTF8 for bytes that are not UTF-8,
-// ruleIDSurrogate for a \uXXXX escape of a surrogate that is not the first
+// unicodeMsg returns what raw, a well-formed JSON string, breaks by
+// not decoding to valid UTF-8: table.MsgUTF8 for bytes that are not UTF-8,
+// msgIDSurrogate for a \uXXXX escape of a surrogate that is not the first
 // half of a pair followed by its second; "" when it decodes to valid UTF-8.
-func unicodeRule(raw string) string {
+func unicodeMsg(raw string) string {
 	if !utf8.ValidString(raw) {
-		return ruleIDUTF8
+		return table.MsgUTF8
 	}
 	for i := 1; i < len(raw)-1; {
 		j := strings.IndexByte(raw[i:len(raw)-1], '\\')
@@ -526,7 +527,7 @@ func unicodeRule(raw string) string {
 		case r < 0xdc00 && strings.HasPrefix(raw[i+6:], `\u`) && isLowSurrogate(hex4(raw[i+8:i+12])):
 			i += 12
 		default:
-			return ruleIDSurrogate
+			return msgIDSurrogate
 		}
 	}
 	return ""

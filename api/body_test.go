@@ -32,9 +32,9 @@ func parseJSON(r io.Reader, m mode) (checkBody, error) {
 
 func refParseJSON(r io.Reader, m mode) (checkBody, error) {
 	dec := json.NewDecoder(r)
-	rule := ruleObject
+	rule := msgObject
 	if m == modeCheck {
-		rule = ruleBody
+		rule = msgBody
 	}
 	tok, err := dec.Token()
 	if err != nil {
@@ -54,7 +54,7 @@ func refParseJSON(r io.Reader, m mode) (checkBody, error) {
 		return checkBody{}, fieldErr("body", rule)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return checkBody{}, bodyErr(err, ruleTrailing)
+		return checkBody{}, bodyErr(err, msgTrailing)
 	}
 	return out, nil
 }
@@ -64,14 +64,14 @@ func refParseArray(dec *json.Decoder, m mode) ([]params, error) {
 	for dec.More() {
 		i := len(ps)
 		if i == actors.MaxCheckAll {
-			return nil, fieldErr("checks", ruleChecks)
+			return nil, fieldErr("checks", msgChecks)
 		}
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, bodyErr(err, ruleTruncated)
+			return nil, bodyErr(err, msgTruncated)
 		}
 		if d, ok := tok.(json.Delim); !ok || d != '{' {
-			return nil, fieldErr(elemField(i, ""), ruleObject)
+			return nil, fieldErr(elemField(i, ""), msgObject)
 		}
 		p, err := refParseObject(dec, m)
 		if err != nil {
@@ -80,10 +80,10 @@ func refParseArray(dec *json.Decoder, m mode) ([]params, error) {
 		ps = append(ps, p)
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, bodyErr(err, ruleTruncated)
+		return nil, bodyErr(err, msgTruncated)
 	}
 	if len(ps) == 0 {
-		return nil, fieldErr("checks", ruleChecks)
+		return nil, fieldErr("checks", msgChecks)
 	}
 	return ps, nil
 }
@@ -94,33 +94,33 @@ func refParseObject(dec *json.Decoder, m mode) (params, error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return params{}, bodyErr(err, ruleTruncated)
+			return params{}, bodyErr(err, msgTruncated)
 		}
 		key, ok := tok.(string)
 		if !ok {
-			return params{}, fieldErr("body", ruleObject)
+			return params{}, fieldErr("body", msgObject)
 		}
 		bit := fieldBit(key) & allowed
 		switch {
 		case key == "":
-			return params{}, fieldErr("body", ruleNoMemberName)
+			return params{}, fieldErr("body", msgNoMemberName)
 		case bit == 0:
-			return params{}, fieldErr(echoName(key), ruleUnknown)
+			return params{}, fieldErr(echoName(key), msgUnknown)
 		}
 		if p.seen&bit != 0 {
-			return params{}, fieldErr(key, ruleRepeated)
+			return params{}, fieldErr(key, msgRepeated)
 		}
 		p.seen |= bit
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return params{}, bodyErr(err, ruleTruncated)
+			return params{}, bodyErr(err, msgTruncated)
 		}
 		if err := refSetJSON(&p, bit, key, raw, m); err != nil {
 			return params{}, err
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return params{}, bodyErr(err, ruleTruncated)
+		return params{}, bodyErr(err, msgTruncated)
 	}
 	if err := p.finish(m); err != nil {
 		return params{}, err
@@ -135,7 +135,7 @@ func refSetJSON(p *params, bit uint, key string, raw json.RawMessage, m mode) er
 		if err != nil {
 			return err
 		}
-		if rule := refUnicodeRule(raw); bit == seenID && rule != "" {
+		if rule := refUnicodeMsg(raw); bit == seenID && rule != "" {
 			return fieldErr("id", rule)
 		}
 		return p.set(bit, s, m)
@@ -148,19 +148,19 @@ func refSetJSON(p *params, bit uint, key string, raw json.RawMessage, m mode) er
 			return p.set(bit, s, m)
 		}
 		if !isDigits(string(raw)) {
-			return fieldErr("scale", ruleScale)
+			return fieldErr("scale", msgScale)
 		}
 	}
 	return p.set(bit, string(raw), m)
 }
 
-// refUnicodeRule is the id rule added to the parser since the reference was
+// refUnicodeMsg is the id rule added to the parser since the reference was
 // written, found another way: raw, a JSON string, must be valid UTF-8, and
 // the UTF-16 code units it spells, its escapes decoded one by one, must pair
 // every surrogate.
-func refUnicodeRule(raw json.RawMessage) string {
+func refUnicodeMsg(raw json.RawMessage) string {
 	if !utf8.Valid(raw) {
-		return ruleIDUTF8
+		return table.MsgUTF8
 	}
 	var units []uint16
 	for s := string(raw[1 : len(raw)-1]); s != ""; {
@@ -181,7 +181,7 @@ func refUnicodeRule(raw json.RawMessage) string {
 	for i := 0; i < len(units); i++ {
 		if u := rune(units[i]); utf16.IsSurrogate(u) {
 			if i+1 == len(units) || utf16.DecodeRune(u, rune(units[i+1])) == utf8.RuneError {
-				return ruleIDSurrogate
+				return msgIDSurrogate
 			}
 			i++
 		}
@@ -477,8 +477,8 @@ var parseBodyErrorTests = []struct {
 	{"top close bracket", `]`, false, "body: is malformed JSON at byte 0: invalid character ']' looking for beginning of value"},
 	{"top comma", ` ,`, false, "body: is malformed JSON at byte 1: invalid character ',' looking for beginning of value"},
 	{"top word", `x`, false, "body: is malformed JSON at byte 1: invalid character 'x' looking for beginning of value"},
-	{"top string", `"x"`, false, "body: " + ruleBody},
-	{"top open string", `"x`, false, "body: " + ruleTruncated},
+	{"top string", `"x"`, false, "body: " + msgBody},
+	{"top open string", `"x`, false, "body: " + msgTruncated},
 	{"top huge number", `1e400`, false, "body: could not be read: json: cannot unmarshal number 1e400 into Go value of type float64"},
 	{"first key not a string", `{5:1}`, false, "body: is malformed JSON at byte 1: invalid character '5'"},
 	{"first key bracket", `{]`, false, "body: is malformed JSON at byte 1: invalid character ']'"},
@@ -488,35 +488,35 @@ var parseBodyErrorTests = []struct {
 	{"object closed by bracket", `{"id":"a"]`, false, "body: is malformed JSON at byte 9: invalid character ']' after object key:value pair"},
 	{"missing colon", `{"id" "a"}`, false, "body: is malformed JSON at byte 6: expected colon after object key"},
 	{"key control character", "{\"i\x01\":1}", false, "body: is malformed JSON at byte 3: invalid character '\\x01' in string literal"},
-	{"key not UTF-8", "{\"\xff\":1}", false, "\ufffd: " + ruleUnknown},
-	{"escaped key", `{"\u0069d":""}`, false, "id: " + ruleRequired},
+	{"key not UTF-8", "{\"\xff\":1}", false, "\ufffd: " + msgUnknown},
+	{"escaped key", `{"\u0069d":""}`, false, "id: " + table.MsgRequired},
 	{"value bad escape", `{"id":"\x"}`, false, "body: is malformed JSON at byte 7: invalid character 'x' in string escape code"},
 	{"value bad literal", `{"id":nul}`, false, "body: is malformed JSON at byte 8: invalid character '}' in literal null (expecting 'l')"},
 	{"value bad number", `{"limit":1.}`, false, "body: is malformed JSON at byte 10: invalid character '}' after decimal point in numeric literal"},
-	{"value nested", `{"scale":[[1],{"a":true}],"id":"a"}`, false, "scale: " + ruleScale},
+	{"value nested", `{"scale":[[1],{"a":true}],"id":"a"}`, false, "scale: " + msgScale},
 	{"value nested malformed", `{"scale":[[1],{"a" true}]}`, false, "body: is malformed JSON at byte 18: invalid character 't' after object key"},
 	{"value too deep", `{"scale":` + strings.Repeat("[", 10001) + `}`, false, "body: is malformed JSON at byte 10008: invalid character '[' exceeded max depth"},
-	{"value as deep as allowed", `{"limit":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, false, "limit: " + ruleLimit},
+	{"value as deep as allowed", `{"limit":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, false, "limit: " + msgLimit},
 	{"element comma", `[,]`, false, "body: is malformed JSON at byte 1: invalid character ',' looking for beginning of value"},
 	{"element close brace", `[}`, false, "body: is malformed JSON at byte 1: invalid character '}' looking for beginning of value"},
 	{"element after comma", `[{"id":"a","scale":1,"limit":1},]`, false, "body: is malformed JSON at byte 32: invalid character ']' looking for beginning of value"},
 	{"element missing comma", `[{"id":"a","scale":1,"limit":1} {}]`, false, "body: is malformed JSON at byte 32: invalid character '{' after array element"},
 	{"array closed by brace", `[{"id":"a","scale":1,"limit":1}}`, false, "body: is malformed JSON at byte 31: invalid character '}' after array element"},
-	{"element string", `[{"id":"a","scale":1,"limit":1},"x"]`, false, "checks[1]: " + ruleObject},
+	{"element string", `[{"id":"a","scale":1,"limit":1},"x"]`, false, "checks[1]: " + msgObject},
 	{"element huge number", `[1e400]`, false, "body: could not be read: json: cannot unmarshal number 1e400 into Go value of type float64"},
 	{"trailing brace", `{"id":"a","scale":1,"limit":1}}`, false, "body: is malformed JSON at byte 30: invalid character '}' looking for beginning of value"},
 	{"trailing word", `{"id":"a","scale":1,"limit":1} x`, false, "body: is malformed JSON at byte 24: invalid character 'x' looking for beginning of value"},
-	{"trailing number", `{"id":"a","scale":1,"limit":1} 5`, false, "body: " + ruleTrailing},
-	{"trailing open string", `{"id":"a","scale":1,"limit":1} "x`, false, "body: " + ruleTruncated},
-	{"cut empty", ``, true, "body: " + ruleBodyLarge},
-	{"cut whitespace", `  `, true, "body: " + ruleBodyLarge},
-	{"cut after object", `{"id":"a","scale":1,"limit":1} `, true, "body: " + ruleBodyLarge},
-	{"cut after number", `{"id":"a","scale":1,"limit":1`, true, "body: " + ruleBodyLarge},
-	{"cut after key", `{"id"`, true, "body: " + ruleBodyLarge},
-	{"cut after unknown key", `{"x"`, true, "body: " + ruleBodyLarge},
-	{"cut after unknown key and space", `{"x" `, true, "x: " + ruleUnknown},
-	{"cut after comma", `[{"id":"a","scale":1,"limit":1},`, true, "body: " + ruleBodyLarge},
-	{"cut after error", `{"id":"","scale":1`, true, "id: " + ruleRequired},
+	{"trailing number", `{"id":"a","scale":1,"limit":1} 5`, false, "body: " + msgTrailing},
+	{"trailing open string", `{"id":"a","scale":1,"limit":1} "x`, false, "body: " + msgTruncated},
+	{"cut empty", ``, true, "body: " + msgBodyLarge},
+	{"cut whitespace", `  `, true, "body: " + msgBodyLarge},
+	{"cut after object", `{"id":"a","scale":1,"limit":1} `, true, "body: " + msgBodyLarge},
+	{"cut after number", `{"id":"a","scale":1,"limit":1`, true, "body: " + msgBodyLarge},
+	{"cut after key", `{"id"`, true, "body: " + msgBodyLarge},
+	{"cut after unknown key", `{"x"`, true, "body: " + msgBodyLarge},
+	{"cut after unknown key and space", `{"x" `, true, "x: " + msgUnknown},
+	{"cut after comma", `[{"id":"a","scale":1,"limit":1},`, true, "body: " + msgBodyLarge},
+	{"cut after error", `{"id":"","scale":1`, true, "id: " + table.MsgRequired},
 }
 
 func TestParseBodyErrors(t *testing.T) {

@@ -209,7 +209,7 @@ func (rs *responder) readParams(w http.ResponseWriter, r *http.Request, m mode, 
 		return checkBody{one: p}, err
 	}
 	if r.URL.RawQuery != "" {
-		return checkBody{}, fieldErr("query", ruleQueryPost)
+		return checkBody{}, fieldErr("query", msgQueryPost)
 	}
 	return rs.readJSON(w, r, m, batch)
 }
@@ -363,7 +363,7 @@ func renumber(err error, orig []int) error {
 	if perr != nil || j < 0 || j >= len(orig) {
 		return err
 	}
-	return fieldErr(elemField(orig[j], strings.TrimPrefix(rest[end+1:], ".")), fe.Rule)
+	return fieldErr(elemField(orig[j], strings.TrimPrefix(rest[end+1:], ".")), fe.Message)
 }
 
 // refund serves GET and POST /refund.

@@ -741,8 +741,8 @@ func TestCheckerErrors(t *testing.T) {
 		wantField string
 		wantLog   bool
 	}{
-		{"invalid", &table.FieldError{Field: "limit", Rule: "must not be negative"}, 400, "limit", false},
-		{"wrapped invalid", fmt.Errorf("shard 3: %w", &table.FieldError{Field: "id", Rule: "is required"}), 400, "id", false},
+		{"invalid", &table.FieldError{Field: "limit", Message: "must not be negative"}, 400, "limit", false},
+		{"wrapped invalid", fmt.Errorf("shard 3: %w", &table.FieldError{Field: "id", Message: "is required"}), 400, "id", false},
 		{"bare invalid", table.ErrInvalid, 400, "", false},
 		{"canceled", context.Canceled, 503, "", false},
 		{"deadline", fmt.Errorf("ask: %w", context.DeadlineExceeded), 503, "", false},

@@ -131,7 +131,7 @@ func validLimit(p *table.Policy) error {
 	if err := p.Validate(); err != nil {
 		var fe *table.FieldError
 		if errors.As(err, &fe) && fe.Field == "scale" {
-			return fmt.Errorf("%w: Scale %s", ErrInvalidOption, fe.Rule)
+			return fmt.Errorf("%w: Scale %s", ErrInvalidOption, fe.Message)
 		}
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}

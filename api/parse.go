@@ -22,49 +22,44 @@ import (
 // batch of actors.MaxCheckAll checks of about 250 bytes each.
 const MaxBodyBytes = 256 << 10
 
-// Rules broken by bad input, as sent in the "error" member of a 400 body
-// (after the field name).
+// What bad input must be, as sent in the "error" member of a 400 body
+// (after the field name), besides the table's rules (table.MsgRequired
+// and the others).
 const (
-	ruleRequired     = "is required"
-	ruleIDLen        = "must be at most 1024 bytes"
-	ruleIDUTF8       = "must be valid UTF-8"
-	ruleIDSurrogate  = `must be valid UTF-8: a surrogate escape (\uD800 to \uDFFF) must be half of a pair`
-	ruleScale        = "must be a whole number of milliseconds, or a duration such as 30s"
-	ruleScaleMs      = "must be a whole number of milliseconds"
-	ruleLimit        = "must be an integer between 1 and 9223372036854775807"
-	ruleHits         = "must be an integer between 0 and 9223372036854775807"
-	ruleRefundHits   = "must be negative on a refund: the hits to give back, e.g. -3"
-	ruleBurst        = "must be an integer between 0 and 9223372036854775807"
-	ruleWindow       = "must be the Ratelimit-Window of the check whose hits are given back: an integer between 1 and 9223372036854775807"
-	ruleRuleName     = "must not be empty"
-	ruleFromRule     = "must not be given with rule: it comes from the rule"
-	ruleNoRules      = "no rules are configured"
-	ruleNoSuchRule   = "is not a configured rule"
-	ruleString       = "must be a JSON string"
-	ruleUnknown      = "is not a known parameter"
-	ruleRepeated     = "must not be repeated"
-	ruleEscape       = "has an invalid percent-encoding"
-	ruleNoName       = "has a parameter without a name"
-	ruleNoMemberName = "has a member with an empty name"
-	ruleObject       = "must be a JSON object"
-	ruleTrailing     = "must hold one JSON value and nothing after it"
-	ruleTruncated    = "is malformed JSON: unexpected end of input"
-	ruleQueryPost    = "must be empty on POST; send the parameters in the JSON body"
+	msgIDSurrogate  = `must be valid UTF-8: a surrogate escape (\uD800 to \uDFFF) must be half of a pair`
+	msgScale        = "must be a whole number of milliseconds, or a duration such as 30s"
+	msgLimit        = "must be an integer between 1 and 9223372036854775807"
+	msgHits         = "must be an integer between 0 and 9223372036854775807"
+	msgRefundHits   = "must be negative on a refund: the hits to give back, e.g. -3"
+	msgBurst        = "must be an integer between 0 and 9223372036854775807"
+	msgWindow       = "must be the Ratelimit-Window of the check whose hits are given back: an integer between 1 and 9223372036854775807"
+	msgRuleName     = "must not be empty"
+	msgFromRule     = "must not be given with rule: it comes from the rule"
+	msgNoRules      = "no rules are configured"
+	msgNoSuchRule   = "is not a configured rule"
+	msgString       = "must be a JSON string"
+	msgUnknown      = "is not a known parameter"
+	msgRepeated     = "must not be repeated"
+	msgEscape       = "has an invalid percent-encoding"
+	msgNoName       = "has a parameter without a name"
+	msgNoMemberName = "has a member with an empty name"
+	msgObject       = "must be a JSON object"
+	msgTrailing     = "must hold one JSON value and nothing after it"
+	msgTruncated    = "is malformed JSON: unexpected end of input"
+	msgQueryPost    = "must be empty on POST; send the parameters in the JSON body"
 )
 
 var (
-	// ruleScaleRange is the range rule of scale, the same as table.Request.Validate's.
-	ruleScaleRange = "must be between " + table.MinScale.String() + " and " + table.MaxScale.String()
-	// ruleBodyLarge is the rule of a body over MaxBodyBytes.
-	ruleBodyLarge = "must be at most " + strconv.Itoa(MaxBodyBytes) + " bytes"
-	// ruleChecks is the rule of the number of checks in a batch.
-	ruleChecks = "must hold 1 to " + strconv.Itoa(actors.MaxCheckAll) + " checks"
-	// ruleBody is the rule of a POST /check_rate body.
-	ruleBody = "must be a JSON object, or a JSON array of 1 to " + strconv.Itoa(actors.MaxCheckAll) + " of them (checked all or nothing)"
+	// msgBodyLarge is what a body over MaxBodyBytes must be.
+	msgBodyLarge = "must be at most " + strconv.Itoa(MaxBodyBytes) + " bytes"
+	// msgChecks is what the number of checks in a batch must be.
+	msgChecks = "must hold 1 to " + strconv.Itoa(actors.MaxCheckAll) + " checks"
+	// msgBody is what a POST /check_rate body must be.
+	msgBody = "must be a JSON object, or a JSON array of 1 to " + strconv.Itoa(actors.MaxCheckAll) + " of them (checked all or nothing)"
 )
 
-func fieldErr(field, rule string) *table.FieldError {
-	return &table.FieldError{Field: field, Rule: rule}
+func fieldErr(field, msg string) *table.FieldError {
+	return &table.FieldError{Field: field, Message: msg}
 }
 
 // param bits, to reject repeated parameters and parameters a mode does not
@@ -153,25 +148,25 @@ func newParams(m mode) params {
 // request's own validity.
 func (p *params) finish(m mode) error {
 	if p.seen&seenID == 0 {
-		return fieldErr("id", ruleRequired)
+		return fieldErr("id", table.MsgRequired)
 	}
 	if m == modeBuckets {
 		return nil
 	}
 	if p.seen&seenRule != 0 {
 		if extra := p.seen & seenFromRule; extra != 0 {
-			return fieldErr(bitName(extra&-extra), ruleFromRule)
+			return fieldErr(bitName(extra&-extra), msgFromRule)
 		}
 	} else {
 		switch {
 		case p.seen&seenScale == 0:
-			return fieldErr("scale", ruleRequired)
+			return fieldErr("scale", table.MsgRequired)
 		case p.seen&seenLimit == 0:
-			return fieldErr("limit", ruleRequired)
+			return fieldErr("limit", table.MsgRequired)
 		}
 	}
 	if m == modeRefund && p.seen&seenHits == 0 {
-		return fieldErr("hits", ruleRefundHits)
+		return fieldErr("hits", msgRefundHits)
 	}
 	if p.seen&seenRule != 0 {
 		return nil
@@ -211,11 +206,11 @@ func resolve(p *params, set *rules.Set) (req table.Request, rule rules.Rule, err
 		return p.req, rules.Rule{}, nil
 	}
 	if set == nil {
-		return table.Request{}, rules.Rule{}, fieldErr("rule", ruleNoRules)
+		return table.Request{}, rules.Rule{}, fieldErr("rule", msgNoRules)
 	}
 	rule, ok := set.Get(p.rule)
 	if !ok {
-		return table.Request{}, rules.Rule{}, fieldErr("rule", ruleNoSuchRule)
+		return table.Request{}, rules.Rule{}, fieldErr("rule", msgNoSuchRule)
 	}
 	req = ruleRequest(rule, p.req.ID, p.req.Hits)
 	req.Window = p.req.Window
@@ -259,28 +254,28 @@ func parseQuery(raw string, m mode) (params, error) {
 		if escaped && needsUnescape(key) {
 			k, err := url.QueryUnescape(key)
 			if err != nil {
-				return params{}, fieldErr("query", ruleEscape)
+				return params{}, fieldErr("query", msgEscape)
 			}
 			key = k
 		}
 		bit := fieldBit(key) & allowed
 		switch {
 		case key == "":
-			return params{}, fieldErr("query", ruleNoName)
+			return params{}, fieldErr("query", msgNoName)
 		case bit == 0:
-			return params{}, fieldErr(echoName(key), ruleUnknown)
+			return params{}, fieldErr(echoName(key), msgUnknown)
 		}
 		if p.seen&bit != 0 {
-			return params{}, fieldErr(key, ruleRepeated)
+			return params{}, fieldErr(key, msgRepeated)
 		}
 		p.seen |= bit
 		if bit == seenID && len(val) > 3*table.MaxIDLen {
-			return params{}, fieldErr("id", ruleIDLen) // too long even if all escaped
+			return params{}, fieldErr("id", table.MsgIDLen) // too long even if all escaped
 		}
 		if escaped && needsUnescape(val) {
 			v, err := url.QueryUnescape(val)
 			if err != nil {
-				return params{}, fieldErr(key, ruleEscape)
+				return params{}, fieldErr(key, msgEscape)
 			}
 			val = v
 		}
@@ -317,13 +312,13 @@ func (p *params) set(bit uint, s string, m mode) error {
 		p.req.Burst, err = parseBurst(s)
 	case seenRule:
 		if s == "" {
-			err = fieldErr("rule", ruleRuleName)
+			err = fieldErr("rule", msgRuleName)
 		}
 		p.rule = s
 	case seenWindow:
 		var ok bool
 		if p.req.Window, ok = parseDigits(s); !ok || p.req.Window == 0 {
-			err = fieldErr("window", ruleWindow)
+			err = fieldErr("window", msgWindow)
 		}
 	}
 	return err
@@ -355,11 +350,11 @@ func needsUnescape(s string) bool {
 func parseID(s string) (string, error) {
 	switch {
 	case s == "":
-		return "", fieldErr("id", ruleRequired)
+		return "", fieldErr("id", table.MsgRequired)
 	case len(s) > table.MaxIDLen:
-		return "", fieldErr("id", ruleIDLen)
+		return "", fieldErr("id", table.MsgIDLen)
 	case !utf8.ValidString(s):
-		return "", fieldErr("id", ruleIDUTF8)
+		return "", fieldErr("id", table.MsgUTF8)
 	}
 	return s, nil
 }
@@ -370,20 +365,20 @@ func parseScale(s string) (time.Duration, error) {
 	if isDigits(s) {
 		ms, ok := parseDigits(s)
 		if !ok || ms > int64(table.MaxScale/time.Millisecond) {
-			return 0, fieldErr("scale", ruleScaleRange)
+			return 0, fieldErr("scale", table.MsgScaleRange)
 		}
 		d = time.Duration(ms) * time.Millisecond
 	} else {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fieldErr("scale", ruleScale)
+			return 0, fieldErr("scale", msgScale)
 		}
 	}
 	switch {
 	case d < table.MinScale || d > table.MaxScale:
-		return 0, fieldErr("scale", ruleScaleRange)
+		return 0, fieldErr("scale", table.MsgScaleRange)
 	case d%time.Millisecond != 0:
-		return 0, fieldErr("scale", ruleScaleMs)
+		return 0, fieldErr("scale", table.MsgScaleMs)
 	}
 	return d, nil
 }
@@ -393,7 +388,7 @@ func parseScale(s string) (time.Duration, error) {
 func parseLimit(s string) (int64, error) {
 	n, ok := parseDigits(s)
 	if !ok || n == 0 {
-		return 0, fieldErr("limit", ruleLimit)
+		return 0, fieldErr("limit", msgLimit)
 	}
 	return n, nil
 }
@@ -401,7 +396,7 @@ func parseLimit(s string) (int64, error) {
 func parseHits(s string) (int64, error) {
 	n, ok := parseDigits(s)
 	if !ok {
-		return 0, fieldErr("hits", ruleHits)
+		return 0, fieldErr("hits", msgHits)
 	}
 	return n, nil
 }
@@ -414,13 +409,13 @@ func parseRefundHits(s string) (int64, error) {
 			return n, nil
 		}
 	}
-	return 0, fieldErr("hits", ruleRefundHits)
+	return 0, fieldErr("hits", msgRefundHits)
 }
 
 func parseBurst(s string) (int64, error) {
 	n, ok := parseDigits(s)
 	if !ok {
-		return 0, fieldErr("burst", ruleBurst)
+		return 0, fieldErr("burst", msgBurst)
 	}
 	return n, nil
 }
@@ -490,7 +485,7 @@ func elemErr(i int, err error) error {
 	if !errors.As(err, &fe) || fe.Field == "body" {
 		return err
 	}
-	return fieldErr(elemField(i, fe.Field), fe.Rule)
+	return fieldErr(elemField(i, fe.Field), fe.Message)
 }
 
 // setJSON parses raw, the JSON text of the value of member key, whose bit
@@ -501,11 +496,11 @@ func (p *params) setJSON(bit uint, key, raw string, plain bool, m mode) error {
 	switch bit {
 	case seenID, seenAlgorithm, seenRule:
 		if raw[0] != '"' {
-			return fieldErr(key, ruleString)
+			return fieldErr(key, msgString)
 		}
 		if bit == seenID && !plain {
-			if rule := unicodeRule(raw); rule != "" {
-				return fieldErr("id", rule)
+			if msg := unicodeMsg(raw); msg != "" {
+				return fieldErr("id", msg)
 			}
 		}
 		return p.set(bit, unquote(raw, plain), m)
@@ -514,7 +509,7 @@ func (p *params) setJSON(bit uint, key, raw string, plain bool, m mode) error {
 			return p.set(bit, unquote(raw, plain), m)
 		}
 		if !isDigits(raw) {
-			return fieldErr("scale", ruleScale)
+			return fieldErr("scale", msgScale)
 		}
 	}
 	return p.set(bit, raw, m)
@@ -524,23 +519,23 @@ func (p *params) setJSON(bit uint, key, raw string, plain bool, m mode) error {
 func jsonString(raw json.RawMessage, field string) (string, error) {
 	var s string
 	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", fieldErr(field, ruleString)
+		return "", fieldErr(field, msgString)
 	}
 	return s, nil
 }
 
 // bodyErr turns an error reading or decoding the body into a field error on
-// "body": too large, malformed, or (for a nil or io.EOF err) broken rule.
-func bodyErr(err error, rule string) error {
+// "body": too large, malformed, or (for a nil or io.EOF err) msg.
+func bodyErr(err error, msg string) error {
 	var tooLarge *http.MaxBytesError
 	var syntax *json.SyntaxError
 	switch {
 	case errors.As(err, &tooLarge):
-		return fieldErr("body", ruleBodyLarge)
+		return fieldErr("body", msgBodyLarge)
 	case err == nil || err == io.EOF:
-		return fieldErr("body", rule)
+		return fieldErr("body", msg)
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fieldErr("body", ruleTruncated)
+		return fieldErr("body", msgTruncated)
 	case errors.As(err, &syntax):
 		return malformed(int(syntax.Offset), syntax.Error())
 	}

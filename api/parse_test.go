@@ -180,7 +180,7 @@ func TestParseJSONBatchSize(t *testing.T) {
 	}
 	_, err = parseJSON(strings.NewReader(batch(actors.MaxCheckAll+1)), modeCheck)
 	var fe *table.FieldError
-	if !errors.As(err, &fe) || fe.Field != "checks" || fe.Rule != "must hold 1 to 1000 checks" {
+	if !errors.As(err, &fe) || fe.Field != "checks" || fe.Message != "must hold 1 to 1000 checks" {
 		t.Errorf("batch of %d: got err %v, want checks: must hold 1 to 1000 checks", actors.MaxCheckAll+1, err)
 	}
 	if n := len(batch(actors.MaxCheckAll)); n > MaxBodyBytes {
@@ -271,7 +271,7 @@ func checkParsed(t *testing.T, in string, md mode, set *rules.Set, p params, err
 		if !errors.As(err, &fe) {
 			t.Fatalf("%q: got error %T %v, want a *table.FieldError", in, err, err)
 		}
-		if fe.Rule == "" || fe.Field == "" {
+		if fe.Message == "" || fe.Field == "" {
 			t.Fatalf("%q: got field error %+v without a field or rule", in, fe)
 		}
 		if !errors.Is(err, table.ErrInvalid) {

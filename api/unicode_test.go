@@ -2,6 +2,8 @@ package api
 
 import (
 	"testing"
+
+	"github.com/ratelimitd/ratelimitd/table"
 )
 
 // TestUnicodeRule: the escapes of a JSON string id are read one by one, a
@@ -16,37 +18,37 @@ func TestUnicodeRule(t *testing.T) {
 		{`"\ud83d\ude00"`, ""},
 		{`"\uD83D\uDE00x"`, ""},
 		{`"\udbff\udfff"`, ""},
-		{`"\\udc00"`, ""},               // an escaped backslash, then text
-		{`"\\\ud800"`, ruleIDSurrogate}, // an escaped backslash, then an escape
-		{`"\udc00"`, ruleIDSurrogate},
-		{`"\ud800"`, ruleIDSurrogate},
-		{`"x\ud800"`, ruleIDSurrogate},
-		{`"\ud800x"`, ruleIDSurrogate},
-		{`"\ud800\n"`, ruleIDSurrogate},
-		{`"\ud800\u0041"`, ruleIDSurrogate},
-		{`"\ud800\ud800"`, ruleIDSurrogate},
-		{`"\ude00\ud83d"`, ruleIDSurrogate},
-		{`"\ud83d\ude00\udc00"`, ruleIDSurrogate},
+		{`"\\udc00"`, ""},              // an escaped backslash, then text
+		{`"\\\ud800"`, msgIDSurrogate}, // an escaped backslash, then an escape
+		{`"\udc00"`, msgIDSurrogate},
+		{`"\ud800"`, msgIDSurrogate},
+		{`"x\ud800"`, msgIDSurrogate},
+		{`"\ud800x"`, msgIDSurrogate},
+		{`"\ud800\n"`, msgIDSurrogate},
+		{`"\ud800\u0041"`, msgIDSurrogate},
+		{`"\ud800\ud800"`, msgIDSurrogate},
+		{`"\ude00\ud83d"`, msgIDSurrogate},
+		{`"\ud83d\ude00\udc00"`, msgIDSurrogate},
 		{"\"é€😀\"", ""},
-		{"\"\xff\"", ruleIDUTF8},
-		{"\"\\ud800\xff\"", ruleIDUTF8}, // bytes first
-		{"\"\xed\xa0\x80\"", ruleIDUTF8},
-		{"\"\xc3\"", ruleIDUTF8},
+		{"\"\xff\"", table.MsgUTF8},
+		{"\"\\ud800\xff\"", table.MsgUTF8}, // bytes first
+		{"\"\xed\xa0\x80\"", table.MsgUTF8},
+		{"\"\xc3\"", table.MsgUTF8},
 	}
 	for _, tt := range tests {
 		if _, _, ok := scanString(tt.raw, 0); !ok {
 			t.Fatalf("%q is not a well-formed JSON string", tt.raw)
 		}
-		if got := unicodeRule(tt.raw); got != tt.want {
-			t.Errorf("unicodeRule(%q): got %q, want %q", tt.raw, got, tt.want)
+		if got := unicodeMsg(tt.raw); got != tt.want {
+			t.Errorf("unicodeMsg(%q): got %q, want %q", tt.raw, got, tt.want)
 		}
-		if got := refUnicodeRule([]byte(tt.raw)); got != tt.want {
-			t.Errorf("refUnicodeRule(%q): got %q, want %q", tt.raw, got, tt.want)
+		if got := refUnicodeMsg([]byte(tt.raw)); got != tt.want {
+			t.Errorf("refUnicodeMsg(%q): got %q, want %q", tt.raw, got, tt.want)
 		}
 	}
 }
 
-// FuzzUnicodeRule holds unicodeRule to the reference's way of finding the
+// FuzzUnicodeRule holds unicodeMsg to the reference's way of finding the
 // same rule, on every well-formed JSON string.
 func FuzzUnicodeRule(f *testing.F) {
 	for _, s := range []string{`"a"`, `"\ud83d\ude00"`, `"\\udc00"`, `"\ud800\u0041"`, "\"\xff\"", `"\udc00"`} {
@@ -56,8 +58,8 @@ func FuzzUnicodeRule(f *testing.F) {
 		if end, _, ok := scanString(raw, 0); raw == "" || raw[0] != '"' || !ok || end != len(raw) {
 			return
 		}
-		if got, want := unicodeRule(raw), refUnicodeRule([]byte(raw)); got != want {
-			t.Fatalf("unicodeRule(%q): got %q, the reference %q", raw, got, want)
+		if got, want := unicodeMsg(raw), refUnicodeMsg([]byte(raw)); got != want {
+			t.Fatalf("unicodeMsg(%q): got %q, the reference %q", raw, got, want)
 		}
 	})
 }

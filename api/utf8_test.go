@@ -191,7 +191,7 @@ func TestSystemRefusesIDsNotUTF8(t *testing.T) {
 	want := func(name string, err error, field string) {
 		t.Helper()
 		var fe *table.FieldError
-		if !errors.As(err, &fe) || *fe != (table.FieldError{Field: field, Rule: "must be valid UTF-8"}) || !errors.Is(err, table.ErrInvalid) {
+		if !errors.As(err, &fe) || *fe != (table.FieldError{Field: field, Message: "must be valid UTF-8"}) || !errors.Is(err, table.ErrInvalid) {
 			t.Errorf("%s: got %v, want the FieldError %s: must be valid UTF-8", name, err, field)
 		}
 	}

@@ -49,7 +49,7 @@ func errorCheckers() []struct {
 		{"canceled", context.Canceled},
 		{"deadline", fmt.Errorf("wrapped: %w", context.DeadlineExceeded)},
 		{"other", errors.New("boom")},
-		{"field", &table.FieldError{Field: "limit", Rule: "must be small"}},
+		{"field", &table.FieldError{Field: "limit", Message: "must be small"}},
 	}
 }
 

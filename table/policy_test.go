@@ -2,6 +2,7 @@ package table
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -70,6 +71,22 @@ func TestPolicyValidateIsRequestValidate(t *testing.T) {
 		rerr := r.Validate()
 		if perr == nil || rerr == nil || perr.Error() != rerr.Error() {
 			t.Errorf("%+v: Policy.Validate %v, Request.Validate %v, want the same error", p, perr, rerr)
+		}
+	}
+}
+
+// TestMessages keeps the numbers the messages state equal to the limits
+// they state.
+func TestMessages(t *testing.T) {
+	t.Parallel()
+	for got, want := range map[string]string{
+		MsgIDLen:        fmt.Sprintf("must be at most %d bytes", MaxIDLen),
+		MsgScaleRange:   fmt.Sprintf("must be between %v and %v", MinScale, MaxScale),
+		MsgRefill:       fmt.Sprintf("burst × scale/limit (the time to refill) must be at most %v", MaxScale),
+		msgNamespaceLen: fmt.Sprintf("must be at most %d bytes", MaxNamespaceLen),
+	} {
+		if got != want {
+			t.Errorf("got message %q, want %q", got, want)
 		}
 	}
 }

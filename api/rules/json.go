@@ -66,17 +66,17 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return &Error{Index: -1, Rule: "must be a JSON object"}
+		return &Error{Index: -1, Message: "must be a JSON object"}
 	}
 	var out Rule
 	if s, ok := jsonString(raw["name"]); ok {
 		out.Name = s
 	}
-	fail := func(field, rule string) *Error {
-		return &Error{Index: -1, Name: out.Name, Field: field, Rule: rule}
+	fail := func(field, msg string) *Error {
+		return &Error{Index: -1, Name: out.Name, Field: field, Message: msg}
 	}
 	if k := unknownKey(raw, ruleKeys); k != "" {
-		return fail(k, ruleUnknown)
+		return fail(k, msgUnknown)
 	}
 	present := func(m map[string]json.RawMessage, key string) bool {
 		v, ok := m[key]
@@ -84,24 +84,24 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 	}
 
 	if !present(raw, "name") {
-		return fail("name", ruleRequired)
+		return fail("name", table.MsgRequired)
 	}
 	if _, ok := jsonString(raw["name"]); !ok {
-		return fail("name", ruleString)
+		return fail("name", msgString)
 	}
 	if present(raw, "algorithm") {
 		s, ok := jsonString(raw["algorithm"])
 		if !ok {
-			return fail("algorithm", ruleString)
+			return fail("algorithm", msgString)
 		}
 		a, err := table.ParseAlgorithm(s)
 		if err != nil {
-			return fail("algorithm", algorithmRule(err))
+			return fail("algorithm", algorithmMsg(err))
 		}
 		out.Algorithm = a
 	}
 	if !present(raw, "scale") {
-		return fail("scale", ruleRequired)
+		return fail("scale", table.MsgRequired)
 	}
 	var msg string
 	if s, ok := jsonString(raw["scale"]); ok {
@@ -109,21 +109,21 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 	} else if ms, err := strconv.ParseInt(string(raw["scale"]), 10, 64); err == nil {
 		out.Scale, msg = scaleFromMillis(ms)
 	} else {
-		msg = ruleScaleForm
+		msg = msgScaleForm
 	}
 	if msg != "" {
 		return fail("scale", msg)
 	}
 	if !present(raw, "limit") {
-		return fail("limit", ruleRequired)
+		return fail("limit", table.MsgRequired)
 	}
 	var err error
 	if out.Limit, err = strconv.ParseInt(string(raw["limit"]), 10, 64); err != nil {
-		return fail("limit", ruleInteger)
+		return fail("limit", msgInteger)
 	}
 	if present(raw, "burst") {
 		if out.Burst, err = strconv.ParseInt(string(raw["burst"]), 10, 64); err != nil {
-			return fail("burst", ruleInteger)
+			return fail("burst", msgInteger)
 		}
 	}
 	if present(raw, "shadow") {
@@ -132,13 +132,13 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 			out.Shadow = true
 		case "false":
 		default:
-			return fail("shadow", ruleBool)
+			return fail("shadow", msgBool)
 		}
 	}
 	if present(raw, "key") {
 		k, ok := jsonString(raw["key"])
 		if !ok {
-			return fail("key", ruleString)
+			return fail("key", msgString)
 		}
 		out.Key = k
 	}
@@ -148,7 +148,7 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 			return fail("match", "must be a JSON object with prefix and optionally method and host")
 		}
 		if k := unknownKey(m, matchKeys); k != "" {
-			return fail("match."+k, ruleUnknown)
+			return fail("match."+k, msgUnknown)
 		}
 		for _, key := range matchKeys {
 			if !present(m, key) {
@@ -156,7 +156,7 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 			}
 			s, ok := jsonString(m[key])
 			if !ok {
-				return fail("match."+key, ruleString)
+				return fail("match."+key, msgString)
 			}
 			switch key {
 			case "prefix":
@@ -168,7 +168,7 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 			}
 		}
 		if out.Match.Prefix == "" {
-			return fail("match.prefix", ruleRequired)
+			return fail("match.prefix", table.MsgRequired)
 		}
 	}
 	if e := out.check(); e != nil {

@@ -85,13 +85,13 @@ func (c *checker) add(i int, r Rule) *Error {
 		index = -1
 	}
 	if j, ok := c.names[r.Name]; ok {
-		return &Error{Index: index, Name: r.Name, Field: "name", Rule: "is already the name of " + ruleRef(c.indexed, j, r.Name)}
+		return &Error{Index: index, Name: r.Name, Field: "name", Message: "is already the name of " + ruleRef(c.indexed, j, r.Name)}
 	}
 	c.names[r.Name] = len(c.rules)
 	if !r.Match.IsZero() {
 		k := matchKey{lowerASCII(r.Match.Prefix), r.Match.Method, r.Match.Host}
 		if j, ok := c.matches[k]; ok {
-			return &Error{Index: index, Name: r.Name, Field: "match", Rule: "has the same prefix, method and host as " + ruleRef(c.indexed, j, c.rules[j].Name)}
+			return &Error{Index: index, Name: r.Name, Field: "match", Message: "has the same prefix, method and host as " + ruleRef(c.indexed, j, c.rules[j].Name)}
 		}
 		c.matches[k] = len(c.rules)
 	}

@@ -91,7 +91,7 @@ func parseFile(data []byte) ([]Rule, error) {
 			}
 		}
 	}
-	return nil, &Error{Index: -1, Field: "rules", Rule: `the file holds no rule; a file meant to remove every rule says "rules: []"`, Line: line}
+	return nil, &Error{Index: -1, Field: "rules", Message: `the file holds no rule; a file meant to remove every rule says "rules: []"`, Line: line}
 }
 
 // Marshal encodes rules, in the given order, as a rules file that Parse
@@ -216,18 +216,18 @@ func decodeDocument(data []byte) (*yaml.Node, error) {
 	if len(next.Content) > 0 {
 		line = next.Content[0].Line
 	}
-	return nil, &Error{Index: -1, Rule: "must hold one YAML document, not several", Line: line}
+	return nil, &Error{Index: -1, Message: "must hold one YAML document, not several", Line: line}
 }
 
 // lineError turns a message of the YAML library, "yaml: line N: PROBLEM" or
 // "line N: PROBLEM", into an *Error with Line N.
 func lineError(msg string) *Error {
 	msg = strings.TrimPrefix(msg, "yaml: ")
-	e := &Error{Index: -1, Rule: msg}
+	e := &Error{Index: -1, Message: msg}
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if num, problem, ok := strings.Cut(rest, ": "); ok {
 			if n, err := strconv.Atoi(num); err == nil && n > 0 {
-				e.Line, e.Rule = n, problem
+				e.Line, e.Message = n, problem
 			}
 		}
 	}
@@ -245,10 +245,10 @@ func walkFile(doc *yaml.Node) ([]Rule, error) {
 		return rules, nil
 	}
 	if top.Kind != yaml.MappingNode {
-		return nil, &Error{Index: -1, Rule: `must be a mapping with the key "rules"`, Line: top.Line}
+		return nil, &Error{Index: -1, Message: `must be a mapping with the key "rules"`, Line: top.Line}
 	}
-	fields, e := keysOf(top, fileKeys, "", func(field, rule string, line int) *Error {
-		return &Error{Index: -1, Field: field, Rule: rule, Line: line}
+	fields, e := keysOf(top, fileKeys, "", func(field, msg string, line int) *Error {
+		return &Error{Index: -1, Field: field, Message: msg, Line: line}
 	})
 	if e != nil {
 		return nil, e
@@ -258,7 +258,7 @@ func walkFile(doc *yaml.Node) ([]Rule, error) {
 		return rules, nil
 	}
 	if list.Kind != yaml.SequenceNode {
-		return nil, &Error{Index: -1, Field: "rules", Rule: "must be a list of rules", Line: list.Line}
+		return nil, &Error{Index: -1, Field: "rules", Message: "must be a list of rules", Line: list.Line}
 	}
 	c := newChecker(true, len(list.Content))
 	for i, item := range list.Content {
@@ -279,7 +279,7 @@ func walkFile(doc *yaml.Node) ([]Rule, error) {
 // returns the line of each of its fields ("" is the rule's own line).
 func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
 	if n.Kind != yaml.MappingNode {
-		return Rule{}, nil, &Error{Index: i, Rule: "must be a mapping with name, scale and limit", Line: n.Line}
+		return Rule{}, nil, &Error{Index: i, Message: "must be a mapping with name, scale and limit", Line: n.Line}
 	}
 	var r Rule
 	// The name, read first so that every error can carry it.
@@ -291,8 +291,8 @@ func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
 			break
 		}
 	}
-	fail := func(field, rule string, line int) *Error {
-		return &Error{Index: i, Name: r.Name, Field: field, Rule: rule, Line: line}
+	fail := func(field, msg string, line int) *Error {
+		return &Error{Index: i, Name: r.Name, Field: field, Message: msg, Line: line}
 	}
 	f, e := keysOf(n, ruleKeys, "", fail)
 	if e != nil {
@@ -306,10 +306,10 @@ func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
 
 	// name
 	if !present("name") {
-		return Rule{}, nil, fail("name", ruleRequired, n.Line)
+		return Rule{}, nil, fail("name", table.MsgRequired, n.Line)
 	}
 	if f["name"].Kind != yaml.ScalarNode {
-		return Rule{}, nil, fail("name", ruleString, lines["name"])
+		return Rule{}, nil, fail("name", msgString, lines["name"])
 	}
 	if msg := checkName(r.Name); msg != "" {
 		return Rule{}, nil, fail("name", msg, lines["name"])
@@ -318,17 +318,17 @@ func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
 	if present("algorithm") {
 		v := f["algorithm"]
 		if v.Kind != yaml.ScalarNode {
-			return Rule{}, nil, fail("algorithm", ruleString, v.Line)
+			return Rule{}, nil, fail("algorithm", msgString, v.Line)
 		}
 		a, err := table.ParseAlgorithm(v.Value)
 		if err != nil {
-			return Rule{}, nil, fail("algorithm", algorithmRule(err), v.Line)
+			return Rule{}, nil, fail("algorithm", algorithmMsg(err), v.Line)
 		}
 		r.Algorithm = a
 	}
 	// scale
 	if !present("scale") {
-		return Rule{}, nil, fail("scale", ruleRequired, n.Line)
+		return Rule{}, nil, fail("scale", table.MsgRequired, n.Line)
 	}
 	scale, msg := scaleNode(f["scale"])
 	if msg != "" {
@@ -337,29 +337,29 @@ func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
 	r.Scale = scale
 	// limit, burst
 	if !present("limit") {
-		return Rule{}, nil, fail("limit", ruleRequired, n.Line)
+		return Rule{}, nil, fail("limit", table.MsgRequired, n.Line)
 	}
 	var ok bool
 	if r.Limit, ok = intNode(f["limit"]); !ok {
-		return Rule{}, nil, fail("limit", ruleInteger, lines["limit"])
+		return Rule{}, nil, fail("limit", msgInteger, lines["limit"])
 	}
 	if present("burst") {
 		if r.Burst, ok = intNode(f["burst"]); !ok {
-			return Rule{}, nil, fail("burst", ruleInteger, lines["burst"])
+			return Rule{}, nil, fail("burst", msgInteger, lines["burst"])
 		}
 	}
 	// shadow
 	if present("shadow") {
 		v := f["shadow"]
 		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&r.Shadow) != nil {
-			return Rule{}, nil, fail("shadow", ruleBool, v.Line)
+			return Rule{}, nil, fail("shadow", msgBool, v.Line)
 		}
 	}
 	// key
 	if present("key") {
 		v := f["key"]
 		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
-			return Rule{}, nil, fail("key", ruleString, v.Line)
+			return Rule{}, nil, fail("key", msgString, v.Line)
 		}
 		r.Key = v.Value
 		lines["key"] = v.Line
@@ -381,7 +381,7 @@ func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
 			}
 			lines["match."+key] = mv.Line
 			if mv.Kind != yaml.ScalarNode {
-				return Rule{}, nil, fail("match."+key, ruleString, mv.Line)
+				return Rule{}, nil, fail("match."+key, msgString, mv.Line)
 			}
 			switch key {
 			case "prefix":
@@ -397,7 +397,7 @@ func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
 			if l, ok := lines["match.prefix"]; ok {
 				line = l
 			}
-			return Rule{}, nil, fail("match.prefix", ruleRequired, line)
+			return Rule{}, nil, fail("match.prefix", table.MsgRequired, line)
 		}
 	}
 	if e := r.check(); e != nil {
@@ -409,7 +409,7 @@ func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
 
 // keysOf returns the values of the mapping n by key, after checking that
 // every key is one of known, given once. Errors name the key with prefix.
-func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, rule string, line int) *Error) (map[string]*yaml.Node, *Error) {
+func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, msg string, line int) *Error) (map[string]*yaml.Node, *Error) {
 	values := make(map[string]*yaml.Node, len(n.Content)/2)
 	keyLine := make(map[string]int, len(n.Content)/2)
 	for k := 0; k+1 < len(n.Content); k += 2 {
@@ -422,7 +422,7 @@ func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, rule s
 		case key.ShortTag() == "!!merge":
 			return nil, fail(prefix+name, "merge keys are not supported", key.Line)
 		case !slices.Contains(known, name):
-			return nil, fail(prefix+name, ruleUnknown, key.Line)
+			return nil, fail(prefix+name, msgUnknown, key.Line)
 		}
 		if first, dup := keyLine[name]; dup {
 			return nil, fail(prefix+name, fmt.Sprintf("is set twice (first on line %d)", first), key.Line)
@@ -437,19 +437,19 @@ func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, rule s
 // that parseScaleString accepts.
 func scaleNode(v *yaml.Node) (time.Duration, string) {
 	if v.Kind != yaml.ScalarNode {
-		return 0, ruleScaleForm
+		return 0, msgScaleForm
 	}
 	switch v.ShortTag() {
 	case "!!int":
 		var ms int64
 		if err := v.Decode(&ms); err != nil {
-			return 0, ruleScaleRange
+			return 0, table.MsgScaleRange
 		}
 		return scaleFromMillis(ms)
 	case "!!str":
 		return parseScaleString(v.Value)
 	}
-	return 0, ruleScaleForm
+	return 0, msgScaleForm
 }
 
 // intNode reads an integer.

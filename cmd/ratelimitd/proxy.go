@@ -35,7 +35,7 @@ func parseLimitSpec(s string) (*table.Policy, error) {
 	var fe *table.FieldError
 	switch {
 	case errors.As(err, &fe) && fe.Field == "algorithm":
-		return nil, fmt.Errorf("algorithm %s", fe.Rule)
+		return nil, fmt.Errorf("algorithm %s", fe.Message)
 	case err != nil:
 		return nil, err
 	case p.Limit < 1:
