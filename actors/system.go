@@ -21,17 +21,17 @@ import (
 // Errors returned by System. Match them with errors.Is.
 var (
 	// ErrStopped: the System is stopping or stopped and takes no more checks.
-	ErrStopped = errors.New("actors: system stopped")
+	ErrStopped = table.ErrStopped
 	// ErrUnavailable: the shard owner crashed while holding the check; the
 	// check may or may not have been counted, and the owner is restarting.
-	ErrUnavailable = errors.New("actors: shard owner unavailable")
+	ErrUnavailable = table.ErrUnavailable
 	// ErrConfig: a Config field is out of range.
 	ErrConfig = errors.New("actors: invalid config")
 	// ErrJournal: the shard's journal could not take the check's batch (a
 	// full disk, an I/O error) and Config.OnJournalError is FailClosed. The
 	// check was counted in memory but not made durable, so it is refused.
 	// Errors matching ErrJournal also match ErrUnavailable.
-	ErrJournal = errors.New("actors: journal failed")
+	ErrJournal = table.ErrJournal
 )
 
 // Clock is the time source of the shard owners and the sweeper.
@@ -371,7 +371,7 @@ func (s *System) Buckets(ctx context.Context, id string) ([]table.Bucket, error)
 }
 
 // MaxCheckAll is the most requests one CheckAll takes.
-const MaxCheckAll = 1000
+const MaxCheckAll = table.MaxBatch
 
 // CheckAll checks several limits at once, all or nothing: it returns
 // allowed only if every request is admitted, and then every one is counted;
@@ -395,7 +395,7 @@ func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.De
 		if err := reqs[i].Validate(); err != nil {
 			var fe *table.FieldError
 			if errors.As(err, &fe) {
-				return nil, false, &table.FieldError{Field: fmt.Sprintf("checks[%d].%s", i, fe.Field), Message: fe.Message}
+				return nil, false, &table.IndexError{Index: i, Err: fe}
 			}
 			return nil, false, err
 		}

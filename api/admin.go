@@ -353,8 +353,7 @@ func readRule(w http.ResponseWriter, r *http.Request, name string) (rules.Rule, 
 	if err := json.Unmarshal(body, &rule); err != nil {
 		return rules.Rule{}, ruleFieldErr(err)
 	}
-	probe := ruleRequest(rule, "x", 0)
-	if err := probe.Validate(); err != nil {
+	if err := rule.Policy.Validate(); err != nil {
 		return rules.Rule{}, err
 	}
 	return rule, nil

@@ -205,10 +205,10 @@ func TestBatchCheckerErrors(t *testing.T) {
 	}{
 		// The shadow check in front is not sent to CheckAll: its check 1 is
 		// element 2.
-		{"invalid element", &table.FieldError{Field: "checks[1].id", Message: "is required"}, 400, "checks[2].id"},
-		{"invalid element itself", &table.FieldError{Field: "checks[0]", Message: "is wrong"}, 400, "checks[1]"},
+		{"invalid element", &table.IndexError{Index: 1, Err: &table.FieldError{Field: "id", Message: "is required"}}, 400, "checks[2].id"},
+		{"invalid element itself", &table.IndexError{Index: 0, Err: &table.FieldError{Message: "is wrong"}}, 400, "checks[1]"},
 		{"invalid batch", &table.FieldError{Field: "checks", Message: "must hold 1 to 1000 checks"}, 400, "checks"},
-		{"out of range", &table.FieldError{Field: "checks[7].id", Message: "is required"}, 400, "checks[7].id"},
+		{"out of range", &table.IndexError{Index: 7, Err: &table.FieldError{Field: "id", Message: "is required"}}, 400, "checks[7].id"},
 		{"stopped", actors.ErrStopped, 503, ""},
 		{"unavailable", fmt.Errorf("shard 2: %w", actors.ErrUnavailable), 503, ""},
 	}

@@ -87,7 +87,9 @@ type bodyParser struct {
 // the error end, as a JSON object with the members of the query
 // parameters of m or, for modeCheck only, a JSON array of 1 to
 // actors.MaxCheckAll such objects. Any error is a *table.FieldError; an
-// error in an element of an array names it, as in "checks[3].limit".
+// error in an element of an array names it, as in "checks[3].limit". A
+// check the Checker will refuse (see params.tableErr) is not an error here,
+// unless an error follows it: then its fault is the one reported.
 // Member names are matched exactly (case-sensitively), each at most once.
 // An error reading the body counts only where the parse needs what follows
 // s: a body whose parse fails within s gets that failure. A batch is
@@ -109,7 +111,9 @@ func parseBody(s string, end error, m mode, batch []params) (checkBody, error) {
 		err = p.object(&out.one)
 	case c == '[' && m == modeCheck:
 		p.i++
-		out.batch, err = p.array(batch[:0])
+		if out.batch, err = p.array(batch[:0]); err != nil {
+			return checkBody{}, firstFault(out.batch, true, err)
+		}
 	default:
 		err = p.notObject(c, fieldErr("body", msg), msg)
 	}
@@ -117,10 +121,15 @@ func parseBody(s string, end error, m mode, batch []params) (checkBody, error) {
 		return checkBody{}, err
 	}
 	if c, ok = p.peek(); ok {
-		return checkBody{}, p.notObject(c, fieldErr("body", msgTrailing), msgTrailing)
+		err = p.notObject(c, fieldErr("body", msgTrailing), msgTrailing)
+	} else if end != nil {
+		err = bodyErr(end, msgTrailing)
 	}
-	if end != nil {
-		return checkBody{}, bodyErr(end, msgTrailing)
+	if err != nil {
+		if out.batch != nil {
+			return checkBody{}, firstFault(out.batch, true, err)
+		}
+		return checkBody{}, firstFault([]params{out.one}, false, err)
 	}
 	return out, nil
 }
@@ -136,7 +145,8 @@ const (
 )
 
 // array parses the elements of a JSON array whose '[' has just been read,
-// through its closing ']', appending them to ps.
+// through its closing ']', appending them to ps. On an error it returns
+// the elements parsed whole before it.
 func (p *bodyParser) array(ps []params) ([]params, error) {
 	// At most one check per '{': ps grows at most once.
 	if n := min(strings.Count(p.s[p.i:], "{"), actors.MaxCheckAll); cap(ps) < n {
@@ -149,38 +159,38 @@ func (p *bodyParser) array(ps []params) ([]params, error) {
 		}
 		i := len(ps)
 		if i == actors.MaxCheckAll {
-			return nil, fieldErr("checks", msgChecks)
+			return ps, fieldErr("checks", msgChecks)
 		}
 		if i > 0 {
 			if c != ',' {
-				return nil, p.tokenErr(ctxElement)
+				return ps, p.tokenErr(ctxElement)
 			}
 			p.i++
 			if c, ok = p.peek(); !ok {
-				return nil, bodyErr(p.end, msgTruncated)
+				return ps, bodyErr(p.end, msgTruncated)
 			}
 		}
 		if c != '{' {
-			return nil, p.notObject(c, fieldErr(elemField(i, ""), msgObject), msgTruncated)
+			return ps, p.notObject(c, fieldErr(elemField(i, ""), msgObject), msgTruncated)
 		}
 		p.i++
 		ps = append(ps, params{})
 		if err := p.object(&ps[i]); err != nil {
-			return nil, elemErr(i, err)
+			return ps[:i], elemErr(i, err)
 		}
 	}
 	c, ok := p.peek() // the closing ']'
 	switch {
 	case !ok:
-		return nil, bodyErr(p.end, msgTruncated)
+		return ps, bodyErr(p.end, msgTruncated)
 	case c == '}' && len(ps) == 0:
-		return nil, p.tokenErr(ctxValue)
+		return ps, p.tokenErr(ctxValue)
 	case c == '}':
-		return nil, p.tokenErr(ctxElement)
+		return ps, p.tokenErr(ctxElement)
 	}
 	p.i++
 	if len(ps) == 0 {
-		return nil, fieldErr("checks", msgChecks)
+		return ps, fieldErr("checks", msgChecks)
 	}
 	return ps, nil
 }

@@ -125,6 +125,10 @@ func refParseObject(dec *json.Decoder, m mode) (params, error) {
 	if err := p.finish(m); err != nil {
 		return params{}, err
 	}
+	// The old decoder validated each object whole where it ended.
+	if err := p.tableErr(); err != nil {
+		return params{}, err
+	}
 	return p, nil
 }
 
@@ -334,6 +338,8 @@ func fuzzSeeds() []string {
 	elem := `{"id":"a","scale":1000,"limit":3}`
 	seeds = append(seeds, "["+strings.Repeat(elem+",", actors.MaxCheckAll)+elem+"]")
 	seeds = append(seeds, "["+strings.Repeat(elem+",", actors.MaxCheckAll-1)+elem+",]")
+	refill := `{"id":"r","scale":"8784h","limit":1,"algorithm":"token_bucket","burst":2}`
+	seeds = append(seeds, refill, refill+" x", "["+elem+","+refill+"]", "["+refill+`,{"id":"b",]`, "["+refill+"]{}")
 	return seeds
 }
 
@@ -350,6 +356,14 @@ func FuzzParseBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, m uint8, cut bool) {
 		md := mode(m) % (modeBuckets + 1)
 		got, err := parseJSON(cutReader(body, cut), md)
+		if err == nil {
+			// What parseBody leaves to the Checker, the Checker finds.
+			if got.batch != nil {
+				err = firstFault(got.batch, true, nil)
+			} else {
+				err = firstFault([]params{got.one}, false, nil)
+			}
+		}
 		want, wantErr := refParseJSON(cutReader(body, cut), md)
 		if d := sameParse(got, err, want, wantErr); d != "" {
 			t.Fatalf("%q (mode %d, cut %v): %s", body, md, cut, d)

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -279,7 +277,9 @@ func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []params
 	for i := range ps {
 		req, rule, err := resolve(&ps[i], set)
 		if err != nil {
-			h.badRequest(w, elemErr(i, err))
+			// A fault of an ad-hoc check, anywhere, comes before it: the
+			// parse that found it too checked each element whole.
+			h.badRequest(w, firstFault(ps, true, elemErr(i, err)))
 			return resultInvalid
 		}
 		reqs[i] = req
@@ -343,27 +343,15 @@ func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []params
 	return h.writeBatch(w, as, allowed)
 }
 
-// renumber renames a field error of CheckAll about its check j
-// ("checks[j].FIELD") after element orig[j] of the batch, which may differ
+// renumber makes an error of CheckAll about its check j (a
+// *table.IndexError) one about element orig[j] of the batch, which differs
 // when shadow checks were left out. Other errors are returned as they are.
 func renumber(err error, orig []int) error {
-	var fe *table.FieldError
-	if !errors.As(err, &fe) {
+	var ie *table.IndexError
+	if !errors.As(err, &ie) || ie.Index < 0 || ie.Index >= len(orig) {
 		return err
 	}
-	rest, ok := strings.CutPrefix(fe.Field, "checks[")
-	if !ok {
-		return err
-	}
-	end := strings.IndexByte(rest, ']')
-	if end < 0 {
-		return err
-	}
-	j, perr := strconv.Atoi(rest[:end])
-	if perr != nil || j < 0 || j >= len(orig) {
-		return err
-	}
-	return fieldErr(elemField(orig[j], strings.TrimPrefix(rest[end+1:], ".")), fe.Message)
+	return &table.IndexError{Index: orig[ie.Index], Err: ie.Err}
 }
 
 // refund serves GET and POST /refund.
@@ -388,10 +376,18 @@ func (h *handler) refund(w http.ResponseWriter, r *http.Request) {
 	h.metrics.refunded()
 }
 
-// badRequest answers 400 for an error that matches table.ErrInvalid.
+// badRequest answers 400 for an error that matches table.ErrInvalid,
+// naming the field of a batch element (a *table.IndexError) as
+// "checks[I].FIELD".
 func (rs *responder) badRequest(w http.ResponseWriter, err error) {
+	var ie *table.IndexError
 	var fe *table.FieldError
-	if errors.As(err, &fe) {
+	switch {
+	case errors.As(err, &ie) && errors.As(ie.Err, &fe):
+		field := ie.Field(fe.Field)
+		rs.writeError(w, http.StatusBadRequest, field, field+": "+fe.Message)
+		return
+	case errors.As(err, &fe):
 		rs.writeFieldError(w, fe)
 		return
 	}

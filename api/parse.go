@@ -37,6 +37,7 @@ const (
 	msgFromRule     = "must not be given with rule: it comes from the rule"
 	msgNoRules      = "no rules are configured"
 	msgNoSuchRule   = "is not a configured rule"
+	msgUnusableRule = "is configured with a limit the rate limiter cannot take: " // and the table's error
 	msgString       = "must be a JSON string"
 	msgUnknown      = "is not a known parameter"
 	msgRepeated     = "must not be repeated"
@@ -128,8 +129,10 @@ func (m mode) params() uint {
 // params is a parsed set of check parameters: an ad-hoc request, or an id
 // and hits to check under a rule (see resolve).
 type params struct {
-	// req holds the parameters as given. Without a rule it is a valid
-	// request; with one, only ID and Hits are set.
+	// req holds the parameters as given, each valid. Without a rule it is a
+	// request whose one remaining fault can be its refill time (see
+	// tableErr), which the Checker finds; with a rule, only ID and Hits
+	// are set.
 	req  table.Request
 	rule string // the rule named, or ""
 	seen uint   // the parameters given
@@ -144,8 +147,8 @@ func newParams(m mode) params {
 }
 
 // finish checks what only the whole set of parameters shows: the required
-// ones, a rule given with what it supplies, and (without a rule) the
-// request's own validity.
+// ones, and a rule given with what it supplies. What the table asks of a
+// request as a whole is the Checker's to check, once (see tableErr).
 func (p *params) finish(m mode) error {
 	if p.seen&seenID == 0 {
 		return fieldErr("id", table.MsgRequired)
@@ -168,10 +171,34 @@ func (p *params) finish(m mode) error {
 	if m == modeRefund && p.seen&seenHits == 0 {
 		return fieldErr("hits", msgRefundHits)
 	}
-	if p.seen&seenRule != 0 {
+	return nil
+}
+
+// tableErr returns the fault the Checker will find in the ad-hoc check p,
+// if any: the refill time of its policy, the one rule of the table that no
+// parameter shows alone. The Checker validates every request it is given;
+// tableErr is asked only when a body fails after p, or a batch fails at
+// one of its rules, so that the first fault of a body is reported first.
+func (p *params) tableErr() error {
+	if p.seen&seenRule != 0 || p.seen&seenScale == 0 { // by rule, or no policy (buckets)
 		return nil
 	}
-	return p.req.Validate()
+	return p.req.Policy.Validate()
+}
+
+// firstFault returns err, unless one of ps, the complete checks before
+// the point of err, holds a fault the Checker will find (tableErr): the
+// first of those then, named as element i of a batch when batch is set.
+func firstFault(ps []params, batch bool, err error) error {
+	for i := range ps {
+		if terr := ps[i].tableErr(); terr != nil {
+			if batch {
+				return elemErr(i, terr)
+			}
+			return terr
+		}
+	}
+	return err
 }
 
 // bitName returns the parameter name of a single param bit.
@@ -200,7 +227,8 @@ func bitName(bit uint) string {
 // rule's namespace. set is nil when the server has no rules store at all
 // (an empty set is a store whose rules were all deleted: its rules are
 // unknown, not missing). rule is the zero Rule for an ad-hoc check. Any
-// error is a *table.FieldError.
+// error is a *table.FieldError; a rule whose policy the table cannot take
+// is one on field "rule", found when its Set was built.
 func resolve(p *params, set *rules.Set) (req table.Request, rule rules.Rule, err error) {
 	if p.rule == "" {
 		return p.req, rules.Rule{}, nil
@@ -208,17 +236,15 @@ func resolve(p *params, set *rules.Set) (req table.Request, rule rules.Rule, err
 	if set == nil {
 		return table.Request{}, rules.Rule{}, fieldErr("rule", msgNoRules)
 	}
-	rule, ok := set.Get(p.rule)
-	if !ok {
+	rule, ok, perr := set.Lookup(p.rule)
+	switch {
+	case !ok:
 		return table.Request{}, rules.Rule{}, fieldErr("rule", msgNoSuchRule)
+	case perr != nil:
+		return table.Request{}, rules.Rule{}, fieldErr("rule", msgUnusableRule+perr.Error())
 	}
 	req = ruleRequest(rule, p.req.ID, p.req.Hits)
 	req.Window = p.req.Window
-	if err := req.Validate(); err != nil {
-		// A rule can pass rules.Rule.Validate and still ask too much of the
-		// table (a refill time over table.MaxScale).
-		return table.Request{}, rules.Rule{}, fieldErr("rule", "is configured with a limit the rate limiter cannot take: "+err.Error())
-	}
 	return req, rule, nil
 }
 
@@ -471,11 +497,7 @@ type checkBody struct {
 // elemField returns the name of field of element i of a batch: "checks[i]"
 // for the element itself (field ""), else "checks[i].field".
 func elemField(i int, field string) string {
-	f := "checks[" + strconv.Itoa(i) + "]"
-	if field != "" {
-		f += "." + field
-	}
-	return f
+	return (&table.IndexError{Index: i}).Field(field)
 }
 
 // elemErr renames the field of a field error about element i of a batch;

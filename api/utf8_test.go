@@ -198,7 +198,10 @@ func TestSystemRefusesIDsNotUTF8(t *testing.T) {
 	_, err := sys.Check(ctx, bad)
 	want("Check", err, "id")
 	_, _, err = sys.CheckAll(ctx, []table.Request{ok, bad})
-	want("CheckAll", err, "checks[1].id")
+	want("CheckAll", err, "id")
+	if ie := (*table.IndexError)(nil); !errors.As(err, &ie) || ie.Index != 1 {
+		t.Errorf("CheckAll: got %v, want the error of check 1", err)
+	}
 	_, err = sys.Refund(ctx, bad)
 	want("Refund", err, "id")
 	_, err = sys.Reset(ctx, bad)

@@ -1,0 +1,49 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// TestCheckAllIndexError: a bad request of a batch is reported as a
+// *table.IndexError carrying its index and its *table.FieldError, so that a
+// transport names the element without parsing a string.
+func TestCheckAllIndexError(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, Config{Shards: 2})
+	good := table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 1}, Hits: 1}
+	bad := table.Request{ID: "b", Policy: table.Policy{Scale: time.Second, Limit: -1}, Hits: 1}
+	_, _, err := s.CheckAll(context.Background(), []table.Request{good, good, bad})
+	var ie *table.IndexError
+	if !errors.As(err, &ie) || ie.Index != 2 {
+		t.Fatalf("got %v, want a *table.IndexError of index 2", err)
+	}
+	var fe *table.FieldError
+	if !errors.As(err, &fe) || *fe != (table.FieldError{Field: "limit", Message: table.MsgNotNegative}) {
+		t.Errorf("got field error %+v, want limit: %s", fe, table.MsgNotNegative)
+	}
+	if !errors.Is(err, table.ErrInvalid) {
+		t.Errorf("got %v, want it to match table.ErrInvalid", err)
+	}
+}
+
+// TestErrorsAreTables: the errors of a System are table's, so that a
+// transport matches them without importing actors.
+func TestErrorsAreTables(t *testing.T) {
+	t.Parallel()
+	if ErrStopped != table.ErrStopped || ErrUnavailable != table.ErrUnavailable || ErrJournal != table.ErrJournal || MaxCheckAll != table.MaxBatch {
+		t.Errorf("got ErrStopped %p, ErrUnavailable %p, ErrJournal %p, MaxCheckAll %d; want table's", ErrStopped, ErrUnavailable, ErrJournal, MaxCheckAll)
+	}
+	s := startSystem(t, Config{})
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Check(context.Background(), table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 1}, Hits: 1})
+	if !errors.Is(err, table.ErrStopped) {
+		t.Errorf("Check after Stop: got %v, want table.ErrStopped", err)
+	}
+}
