@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -33,9 +35,9 @@ type adminFixture struct {
 func newAdminFixture(t *testing.T, rs ...rules.Rule) *adminFixture {
 	t.Helper()
 	f := &adminFixture{}
-	f.sys, _ = startClocked(t, actors.Config{})
-	f.store = newStore(t, rs...)
-	f.public = startServer(t, f.sys, api.Options{Rules: f.store}).URL
+	f.sys, _ = actorstest.StartClocked(t, actors.Config{})
+	f.store = apitest.NewStore(t, rs...)
+	f.public = apitest.StartServer(t, f.sys, api.Options{Rules: f.store}).URL
 	h, err := api.NewAdminHandler(api.AdminOptions{
 		Backend: f.sys,
 		Rules:   f.store,
@@ -56,15 +58,15 @@ func newAdminFixture(t *testing.T, rs ...rules.Rule) *adminFixture {
 }
 
 // call sends an authorized admin request.
-func (f *adminFixture) call(t *testing.T, method, path, body string) response {
+func (f *adminFixture) call(t *testing.T, method, path, body string) apitest.Response {
 	t.Helper()
-	return doHeader(t, method, f.admin+path, body, "Authorization", "Bearer "+adminToken)
+	return apitest.DoHeader(t, method, f.admin+path, body, "Authorization", "Bearer "+adminToken)
 }
 
 // check sends GET /check_rate to the public listener.
-func (f *adminFixture) check(t *testing.T, query string) response {
+func (f *adminFixture) check(t *testing.T, query string) apitest.Response {
 	t.Helper()
-	return do(t, http.DefaultClient, "GET", f.public+"/check_rate?"+query, "")
+	return apitest.Do(t, http.DefaultClient, "GET", f.public+"/check_rate?"+query, "")
 }
 
 func (f *adminFixture) versions() []uint64 {
@@ -74,29 +76,29 @@ func (f *adminFixture) versions() []uint64 {
 }
 
 // wantError checks that r is status with exactly the JSON error want.
-func wantError(t *testing.T, r response, status int, want errorBody) {
+func wantError(t *testing.T, r apitest.Response, status int, want apitest.ErrorBody) {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("got status %d, want %d; body %s", r.status, status, r.body)
+	if r.Status != status {
+		t.Fatalf("got status %d, want %d; body %s", r.Status, status, r.Body)
 	}
-	var got errorBody
-	decodeStrict(t, r.body, &got)
+	var got apitest.ErrorBody
+	apitest.DecodeStrict(t, r.Body, &got)
 	if got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	wantHeaders(t, r, map[string]string{"Content-Type": "application/json"})
+	apitest.WantHeaders(t, r, map[string]string{"Content-Type": "application/json"})
 }
 
 func TestNewAdminHandlerOptions(t *testing.T) {
 	t.Parallel()
-	sys := startSystem(t)
+	sys := actorstest.StartSystem(t, actors.Config{})
 	tests := []struct {
 		name      string
 		opts      api.AdminOptions
 		wantField string // "" for no error
 	}{
 		{"ok", api.AdminOptions{Backend: sys, Token: "t"}, ""},
-		{"with rules", api.AdminOptions{Backend: sys, Token: "t", Rules: newStore(t)}, ""},
+		{"with rules", api.AdminOptions{Backend: sys, Token: "t", Rules: apitest.NewStore(t)}, ""},
 		{"no backend", api.AdminOptions{Token: "t"}, "Backend"},
 		{"no token", api.AdminOptions{Backend: sys}, "Token"},
 		{"token with space", api.AdminOptions{Backend: sys, Token: "a b"}, "Token"},
@@ -124,7 +126,7 @@ func TestNewAdminHandlerOptions(t *testing.T) {
 func TestAdminAuth(t *testing.T) {
 	t.Parallel()
 	f := newAdminFixture(t)
-	unauthorized := errorBody{"this endpoint needs the admin token: send Authorization: Bearer TOKEN", ""}
+	unauthorized := apitest.ErrorBody{Error: "this endpoint needs the admin token: send Authorization: Bearer TOKEN", Field: ""}
 	tests := []struct {
 		name   string
 		method string
@@ -162,13 +164,13 @@ func TestAdminAuth(t *testing.T) {
 			for _, a := range tt.auth {
 				kv = append(kv, "Authorization", a)
 			}
-			r := doHeader(t, tt.method, f.admin+tt.path, "", kv...)
-			if r.status != tt.want {
-				t.Fatalf("got status %d, want %d; body %s", r.status, tt.want, r.body)
+			r := apitest.DoHeader(t, tt.method, f.admin+tt.path, "", kv...)
+			if r.Status != tt.want {
+				t.Fatalf("got status %d, want %d; body %s", r.Status, tt.want, r.Body)
 			}
 			if tt.want == 401 {
 				wantError(t, r, 401, unauthorized)
-				wantHeaders(t, r, map[string]string{"WWW-Authenticate": "Bearer"})
+				apitest.WantHeaders(t, r, map[string]string{"WWW-Authenticate": "Bearer"})
 			}
 		})
 	}
@@ -201,13 +203,13 @@ func TestAdminRoutes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := f.call(t, tt.method, tt.path, "")
-		if r.status != tt.want {
-			t.Errorf("%s %s: got status %d, want %d; body %s", tt.method, tt.path, r.status, tt.want, r.body)
+		if r.Status != tt.want {
+			t.Errorf("%s %s: got status %d, want %d; body %s", tt.method, tt.path, r.Status, tt.want, r.Body)
 			continue
 		}
-		wantHeaders(t, r, map[string]string{"Allow": tt.wantAllow, "Content-Type": "application/json"})
-		var e errorBody
-		decodeStrict(t, r.body, &e)
+		apitest.WantHeaders(t, r, map[string]string{"Allow": tt.wantAllow, "Content-Type": "application/json"})
+		var e apitest.ErrorBody
+		apitest.DecodeStrict(t, r.Body, &e)
 		if e.Error == "" {
 			t.Errorf("%s %s: got no error message", tt.method, tt.path)
 		}
@@ -225,46 +227,46 @@ func TestAdminRules(t *testing.T) {
 	const list1 = `{"version":1,"rules":[` +
 		`{"name":"api","algorithm":"token_bucket","scale":"1s","limit":10,"burst":20,"shadow":false},` +
 		`{"name":"login","algorithm":"fixed_window","scale":"30s","limit":2,"burst":0,"shadow":false,"match":{"prefix":"/login","method":"POST"}}]}`
-	if r.status != 200 || string(r.body) != list1 {
-		t.Errorf("GET /rules: got %d %s, want 200 %s", r.status, r.body, list1)
+	if r.Status != 200 || string(r.Body) != list1 {
+		t.Errorf("GET /rules: got %d %s, want 200 %s", r.Status, r.Body, list1)
 	}
-	wantHeaders(t, r, map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"})
+	apitest.WantHeaders(t, r, map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"})
 
 	// Spend login's budget, then raise its limit: the next check sees it.
 	for i, want := range []int{200, 200, 413} {
-		if r := f.check(t, "id=u&rule=login"); r.status != want {
-			t.Fatalf("check %d: got status %d, want %d", i, r.status, want)
+		if r := f.check(t, "id=u&rule=login"); r.Status != want {
+			t.Fatalf("check %d: got status %d, want %d", i, r.Status, want)
 		}
 	}
 	r = f.call(t, "PUT", "/rules/login", `{"scale":"30s","limit":3,"match":{"prefix":"/login","method":"POST"}}`)
 	const put2 = `{"version":2,"rule":{"name":"login","algorithm":"fixed_window","scale":"30s","limit":3,"burst":0,"shadow":false,"match":{"prefix":"/login","method":"POST"}}}`
-	if r.status != 200 || string(r.body) != put2 {
-		t.Fatalf("PUT /rules/login: got %d %s, want 200 %s", r.status, r.body, put2)
+	if r.Status != 200 || string(r.Body) != put2 {
+		t.Fatalf("PUT /rules/login: got %d %s, want 200 %s", r.Status, r.Body, put2)
 	}
 	r = f.check(t, "id=u&rule=login")
-	if d := ruleDecisionOf(t, r); r.status != 200 || d.Count != 3 || d.Limit != 3 {
-		t.Errorf("check after PUT: got %d %+v, want 200 count 3 of 3", r.status, d)
+	if d := ruleDecisionOf(t, r); r.Status != 200 || d.Count != 3 || d.Limit != 3 {
+		t.Errorf("check after PUT: got %d %+v, want 200 count 3 of 3", r.Status, d)
 	}
 
 	// A new rule, named in the body too.
 	r = f.call(t, "PUT", "/rules/new", `{"name":"new","scale":1000,"limit":1,"shadow":true}`)
-	if r.status != 200 || !strings.HasPrefix(string(r.body), `{"version":3,"rule":{"name":"new",`) {
-		t.Errorf("PUT /rules/new: got %d %s, want 200 version 3", r.status, r.body)
+	if r.Status != 200 || !strings.HasPrefix(string(r.Body), `{"version":3,"rule":{"name":"new",`) {
+		t.Errorf("PUT /rules/new: got %d %s, want 200 version 3", r.Status, r.Body)
 	}
 	r = f.call(t, "GET", "/rules/new", "")
 	const get3 = `{"version":3,"rule":{"name":"new","algorithm":"fixed_window","scale":"1s","limit":1,"burst":0,"shadow":true}}`
-	if r.status != 200 || string(r.body) != get3 {
-		t.Errorf("GET /rules/new: got %d %s, want 200 %s", r.status, r.body, get3)
+	if r.Status != 200 || string(r.Body) != get3 {
+		t.Errorf("GET /rules/new: got %d %s, want 200 %s", r.Status, r.Body, get3)
 	}
 
 	// DELETE, then the next check by that rule is a 400.
 	r = f.call(t, "DELETE", "/rules/login", "")
-	if r.status != 200 || string(r.body) != `{"version":4}` {
-		t.Errorf("DELETE /rules/login: got %d %s, want 200 {\"version\":4}", r.status, r.body)
+	if r.Status != 200 || string(r.Body) != `{"version":4}` {
+		t.Errorf("DELETE /rules/login: got %d %s, want 200 {\"version\":4}", r.Status, r.Body)
 	}
-	wantError(t, f.check(t, "id=u&rule=login"), 400, errorBody{"rule: is not a configured rule", "rule"})
-	wantError(t, f.call(t, "DELETE", "/rules/login", ""), 404, errorBody{`name: no rule is named "login"`, "name"})
-	wantError(t, f.call(t, "GET", "/rules/login", ""), 404, errorBody{`name: no rule is named "login"`, "name"})
+	wantError(t, f.check(t, "id=u&rule=login"), 400, apitest.ErrorBody{Error: "rule: is not a configured rule", Field: "rule"})
+	wantError(t, f.call(t, "DELETE", "/rules/login", ""), 404, apitest.ErrorBody{Error: `name: no rule is named "login"`, Field: "name"})
+	wantError(t, f.call(t, "GET", "/rules/login", ""), 404, apitest.ErrorBody{Error: `name: no rule is named "login"`, Field: "name"})
 
 	// OnRulesChanged heard of each change, in order.
 	if got := f.versions(); len(got) != 3 || got[0] != 2 || got[1] != 3 || got[2] != 4 {
@@ -279,40 +281,40 @@ func TestAdminPutRuleErrors(t *testing.T) {
 	f := newAdminFixture(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}, Match: rules.Match{Prefix: "/login"}})
 	tests := []struct {
 		name, path, body string
-		want             errorBody
+		want             apitest.ErrorBody
 	}{
-		{"scale range", "/rules/x", `{"scale":"0s","limit":1}`, errorBody{"scale: must be between 1ms and 8784h0m0s", "scale"}},
-		{"scale form", "/rules/x", `{"scale":"soon","limit":1}`, errorBody{`scale: must be a duration such as "30s" or an integer number of milliseconds`, "scale"}},
-		{"scale missing", "/rules/x", `{"limit":1}`, errorBody{"scale: is required", "scale"}},
-		{"limit negative", "/rules/x", `{"scale":"1s","limit":-1}`, errorBody{"limit: must not be negative", "limit"}},
-		{"limit string", "/rules/x", `{"scale":"1s","limit":"1"}`, errorBody{"limit: must be an integer between 0 and 9223372036854775807", "limit"}},
-		{"algorithm", "/rules/x", `{"scale":"1s","limit":1,"algorithm":"fast"}`, errorBody{"", "algorithm"}},
-		{"unknown key", "/rules/x", `{"scale":"1s","limit":1,"extra":1}`, errorBody{"extra: is not a known field", "extra"}},
-		{"empty key", "/rules/x", `{"scale":"1s","limit":1,"":1}`, errorBody{"body: has a member with an empty name", "body"}},
-		{"repeated key", "/rules/x", `{"scale":"1s","limit":1,"limit":2}`, errorBody{"limit: must not be repeated", "limit"}},
-		{"name mismatch", "/rules/x", `{"name":"y","scale":"1s","limit":1}`, errorBody{`name: must be the name in the path, "x", or be left out`, "name"}},
-		{"name not a string", "/rules/x", `{"name":1,"scale":"1s","limit":1}`, errorBody{"name: must be a JSON string", "name"}},
-		{"bad name in path", "/rules/Bad%20Name", `{"scale":"1s","limit":1}`, errorBody{"name: must be 1 to 64 characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit", "name"}},
-		{"name with slash", "/rules/a/b", `{"scale":"1s","limit":1}`, errorBody{"", "name"}},
-		{"match prefix", "/rules/x", `{"scale":"1s","limit":1,"match":{"prefix":"api"}}`, errorBody{`match.prefix: must start with "/"`, "match.prefix"}},
-		{"match taken", "/rules/x", `{"scale":"1s","limit":1,"match":{"prefix":"/LOGIN"}}`, errorBody{"", "match"}},
-		{"refill too long", "/rules/x", `{"scale":"8784h","limit":1,"algorithm":"token_bucket","burst":2}`, errorBody{"", "burst"}},
-		{"not an object", "/rules/x", `[]`, errorBody{"body: must be a JSON object", "body"}},
-		{"null", "/rules/x", `null`, errorBody{"body: must be a JSON object", "body"}},
-		{"empty", "/rules/x", ``, errorBody{"body: must be a JSON object", "body"}},
-		{"malformed", "/rules/x", `{"scale":`, errorBody{"body: is malformed JSON: unexpected end of input", "body"}},
-		{"trailing", "/rules/x", `{"scale":"1s","limit":1} {}`, errorBody{"body: must hold one JSON value and nothing after it", "body"}},
-		{"too large", "/rules/x", `{"scale":"1s","limit":1}` + strings.Repeat(" ", 64<<10), errorBody{"body: must be at most 65536 bytes", "body"}},
+		{"scale range", "/rules/x", `{"scale":"0s","limit":1}`, apitest.ErrorBody{Error: "scale: must be between 1ms and 8784h0m0s", Field: "scale"}},
+		{"scale form", "/rules/x", `{"scale":"soon","limit":1}`, apitest.ErrorBody{Error: `scale: must be a duration such as "30s" or an integer number of milliseconds`, Field: "scale"}},
+		{"scale missing", "/rules/x", `{"limit":1}`, apitest.ErrorBody{Error: "scale: is required", Field: "scale"}},
+		{"limit negative", "/rules/x", `{"scale":"1s","limit":-1}`, apitest.ErrorBody{Error: "limit: must not be negative", Field: "limit"}},
+		{"limit string", "/rules/x", `{"scale":"1s","limit":"1"}`, apitest.ErrorBody{Error: "limit: must be an integer between 0 and 9223372036854775807", Field: "limit"}},
+		{"algorithm", "/rules/x", `{"scale":"1s","limit":1,"algorithm":"fast"}`, apitest.ErrorBody{Error: "", Field: "algorithm"}},
+		{"unknown key", "/rules/x", `{"scale":"1s","limit":1,"extra":1}`, apitest.ErrorBody{Error: "extra: is not a known field", Field: "extra"}},
+		{"empty key", "/rules/x", `{"scale":"1s","limit":1,"":1}`, apitest.ErrorBody{Error: "body: has a member with an empty name", Field: "body"}},
+		{"repeated key", "/rules/x", `{"scale":"1s","limit":1,"limit":2}`, apitest.ErrorBody{Error: "limit: must not be repeated", Field: "limit"}},
+		{"name mismatch", "/rules/x", `{"name":"y","scale":"1s","limit":1}`, apitest.ErrorBody{Error: `name: must be the name in the path, "x", or be left out`, Field: "name"}},
+		{"name not a string", "/rules/x", `{"name":1,"scale":"1s","limit":1}`, apitest.ErrorBody{Error: "name: must be a JSON string", Field: "name"}},
+		{"bad name in path", "/rules/Bad%20Name", `{"scale":"1s","limit":1}`, apitest.ErrorBody{Error: "name: must be 1 to 64 characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit", Field: "name"}},
+		{"name with slash", "/rules/a/b", `{"scale":"1s","limit":1}`, apitest.ErrorBody{Error: "", Field: "name"}},
+		{"match prefix", "/rules/x", `{"scale":"1s","limit":1,"match":{"prefix":"api"}}`, apitest.ErrorBody{Error: `match.prefix: must start with "/"`, Field: "match.prefix"}},
+		{"match taken", "/rules/x", `{"scale":"1s","limit":1,"match":{"prefix":"/LOGIN"}}`, apitest.ErrorBody{Error: "", Field: "match"}},
+		{"refill too long", "/rules/x", `{"scale":"8784h","limit":1,"algorithm":"token_bucket","burst":2}`, apitest.ErrorBody{Error: "", Field: "burst"}},
+		{"not an object", "/rules/x", `[]`, apitest.ErrorBody{Error: "body: must be a JSON object", Field: "body"}},
+		{"null", "/rules/x", `null`, apitest.ErrorBody{Error: "body: must be a JSON object", Field: "body"}},
+		{"empty", "/rules/x", ``, apitest.ErrorBody{Error: "body: must be a JSON object", Field: "body"}},
+		{"malformed", "/rules/x", `{"scale":`, apitest.ErrorBody{Error: "body: is malformed JSON: unexpected end of input", Field: "body"}},
+		{"trailing", "/rules/x", `{"scale":"1s","limit":1} {}`, apitest.ErrorBody{Error: "body: must hold one JSON value and nothing after it", Field: "body"}},
+		{"too large", "/rules/x", `{"scale":"1s","limit":1}` + strings.Repeat(" ", 64<<10), apitest.ErrorBody{Error: "body: must be at most 65536 bytes", Field: "body"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := f.call(t, "PUT", tt.path, tt.body)
-			if r.status != 400 {
-				t.Fatalf("got status %d, want 400; body %s", r.status, r.body)
+			if r.Status != 400 {
+				t.Fatalf("got status %d, want 400; body %s", r.Status, r.Body)
 			}
-			var got errorBody
-			decodeStrict(t, r.body, &got)
+			var got apitest.ErrorBody
+			apitest.DecodeStrict(t, r.Body, &got)
 			if got.Field != tt.want.Field || tt.want.Error != "" && got.Error != tt.want.Error || !strings.HasPrefix(got.Error, got.Field+": ") {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
@@ -330,55 +332,55 @@ func TestAdminPutRuleErrors(t *testing.T) {
 
 func TestAdminWithoutRules(t *testing.T) {
 	t.Parallel()
-	sys := startSystem(t)
+	sys := actorstest.StartSystem(t, actors.Config{})
 	h, err := api.NewAdminHandler(api.AdminOptions{Backend: sys, Token: adminToken})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	noRules := errorBody{"rules are not enabled on this server: it was started without a rules store", ""}
+	noRules := apitest.ErrorBody{Error: "rules are not enabled on this server: it was started without a rules store", Field: ""}
 	for _, c := range []struct{ method, path string }{{"GET", "/rules"}, {"GET", "/rules/x"}, {"PUT", "/rules/x"}, {"DELETE", "/rules/x"}} {
-		r := doHeader(t, c.method, srv.URL+c.path, `{"scale":"1s","limit":1}`, "Authorization", "Bearer "+adminToken)
+		r := apitest.DoHeader(t, c.method, srv.URL+c.path, `{"scale":"1s","limit":1}`, "Authorization", "Bearer "+adminToken)
 		wantError(t, r, 404, noRules)
 	}
 	// Reset by rule: there are none.
-	r := doHeader(t, "POST", srv.URL+"/reset?id=a&rule=x", "", "Authorization", "Bearer "+adminToken)
-	wantError(t, r, 400, errorBody{"rule: no rules are configured", "rule"})
+	r := apitest.DoHeader(t, "POST", srv.URL+"/reset?id=a&rule=x", "", "Authorization", "Bearer "+adminToken)
+	wantError(t, r, 400, apitest.ErrorBody{Error: "rule: no rules are configured", Field: "rule"})
 }
 
 func TestAdminReset(t *testing.T) {
 	t.Parallel()
 	f := newAdminFixture(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 1}})
 	for _, q := range []string{"id=r&scale=1m&limit=1", "id=r&rule=login", "id=r&scale=1m&limit=1&algorithm=token_bucket&burst=1"} {
-		if r := f.check(t, q); r.status != 200 {
-			t.Fatalf("%s: got status %d, want 200", q, r.status)
+		if r := f.check(t, q); r.Status != 200 {
+			t.Fatalf("%s: got status %d, want 200", q, r.Status)
 		}
-		if r := f.check(t, q); r.status != 413 {
-			t.Fatalf("%s: got status %d, want 413", q, r.status)
+		if r := f.check(t, q); r.Status != 413 {
+			t.Fatalf("%s: got status %d, want 413", q, r.Status)
 		}
 		r := f.call(t, "POST", "/reset?"+q, "")
-		if r.status != 200 || string(r.body) != `{"deleted":1}` {
-			t.Errorf("reset %s: got %d %s, want 200 {\"deleted\":1}", q, r.status, r.body)
+		if r.Status != 200 || string(r.Body) != `{"deleted":1}` {
+			t.Errorf("reset %s: got %d %s, want 200 {\"deleted\":1}", q, r.Status, r.Body)
 		}
-		if r := f.check(t, q); r.status != 200 {
-			t.Errorf("%s after reset: got status %d, want 200", q, r.status)
+		if r := f.check(t, q); r.Status != 200 {
+			t.Errorf("%s after reset: got status %d, want 200", q, r.Status)
 		}
 		r = f.call(t, "POST", "/reset?id=nobody&"+strings.TrimPrefix(q, "id=r&"), "")
-		if r.status != 200 || string(r.body) != `{"deleted":0}` {
-			t.Errorf("reset of nobody: got %d %s, want 200 {\"deleted\":0}", r.status, r.body)
+		if r.Status != 200 || string(r.Body) != `{"deleted":0}` {
+			t.Errorf("reset of nobody: got %d %s, want 200 {\"deleted\":0}", r.Status, r.Body)
 		}
 	}
 	tests := []struct {
 		query, body string
-		want        errorBody
+		want        apitest.ErrorBody
 	}{
-		{"", "", errorBody{"id: is required", "id"}},
-		{"id=r", "", errorBody{"scale: is required", "scale"}},
-		{"id=r&scale=1m&limit=1&hits=1", "", errorBody{"hits: is not a known parameter", "hits"}},
-		{"id=r&rule=nope", "", errorBody{"rule: is not a configured rule", "rule"}},
-		{"id=r&rule=login&limit=1", "", errorBody{"limit: must not be given with rule: it comes from the rule", "limit"}},
-		{"id=r&scale=1m&limit=1", `{"id":"r"}`, errorBody{"body: must be empty: send the parameters in the query", "body"}},
+		{"", "", apitest.ErrorBody{Error: "id: is required", Field: "id"}},
+		{"id=r", "", apitest.ErrorBody{Error: "scale: is required", Field: "scale"}},
+		{"id=r&scale=1m&limit=1&hits=1", "", apitest.ErrorBody{Error: "hits: is not a known parameter", Field: "hits"}},
+		{"id=r&rule=nope", "", apitest.ErrorBody{Error: "rule: is not a configured rule", Field: "rule"}},
+		{"id=r&rule=login&limit=1", "", apitest.ErrorBody{Error: "limit: must not be given with rule: it comes from the rule", Field: "limit"}},
+		{"id=r&scale=1m&limit=1", `{"id":"r"}`, apitest.ErrorBody{Error: "body: must be empty: send the parameters in the query", Field: "body"}},
 	}
 	for _, tt := range tests {
 		wantError(t, f.call(t, "POST", "/reset?"+tt.query, tt.body), 400, tt.want)
@@ -389,8 +391,8 @@ func TestAdminBuckets(t *testing.T) {
 	t.Parallel()
 	f := newAdminFixture(t, rules.Rule{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 2}})
 	for _, q := range []string{"id=b&scale=1s&limit=3", "id=b&rule=tb", "id=b&scale=1s&limit=3&algorithm=sliding_window&hits=2"} {
-		if r := f.check(t, q); r.status != 200 {
-			t.Fatalf("%s: got status %d, want 200", q, r.status)
+		if r := f.check(t, q); r.Status != 200 {
+			t.Fatalf("%s: got status %d, want 200", q, r.Status)
 		}
 	}
 	r := f.call(t, "GET", "/buckets?id=b", "")
@@ -398,22 +400,22 @@ func TestAdminBuckets(t *testing.T) {
 		`{"rule":"","algorithm":"fixed_window","scale_ms":1000,"limit":3,"burst":0,"window":1893456000,"count":1,"previous":0,"created_at":"2030-01-01T00:00:00Z","modified_at":"2030-01-01T00:00:00Z","expired":false},` +
 		`{"rule":"","algorithm":"sliding_window","scale_ms":1000,"limit":3,"burst":0,"window":1893456000,"count":2,"previous":0,"created_at":"2030-01-01T00:00:00Z","modified_at":"2030-01-01T00:00:00Z","expired":false},` +
 		`{"rule":"tb","algorithm":"token_bucket","scale_ms":1000,"limit":0,"burst":0,"window":1893456000,"count":1,"previous":0,"full_at":"2030-01-01T00:00:00.1Z","created_at":"2030-01-01T00:00:00Z","modified_at":"2030-01-01T00:00:00Z","expired":false}]}`
-	if r.status != 200 || string(r.body) != want {
-		t.Errorf("GET /buckets: got %d\n%s\nwant\n%s", r.status, r.body, want)
+	if r.Status != 200 || string(r.Body) != want {
+		t.Errorf("GET /buckets: got %d\n%s\nwant\n%s", r.Status, r.Body, want)
 	}
 	r = f.call(t, "GET", "/buckets?id=nobody", "")
-	if r.status != 200 || string(r.body) != `{"id":"nobody","buckets":[]}` {
-		t.Errorf("GET /buckets of nobody: got %d %s", r.status, r.body)
+	if r.Status != 200 || string(r.Body) != `{"id":"nobody","buckets":[]}` {
+		t.Errorf("GET /buckets of nobody: got %d %s", r.Status, r.Body)
 	}
 	for _, tt := range []struct {
 		query string
-		want  errorBody
+		want  apitest.ErrorBody
 	}{
-		{"", errorBody{"id: is required", "id"}},
-		{"id=", errorBody{"id: is required", "id"}},
-		{"id=b&scale=1s", errorBody{"scale: is not a known parameter", "scale"}},
-		{"id=b&id=c", errorBody{"id: must not be repeated", "id"}},
-		{"id=" + strings.Repeat("x", 1025), errorBody{"id: must be at most 1024 bytes", "id"}},
+		{"", apitest.ErrorBody{Error: "id: is required", Field: "id"}},
+		{"id=", apitest.ErrorBody{Error: "id: is required", Field: "id"}},
+		{"id=b&scale=1s", apitest.ErrorBody{Error: "scale: is not a known parameter", Field: "scale"}},
+		{"id=b&id=c", apitest.ErrorBody{Error: "id: must not be repeated", Field: "id"}},
+		{"id=" + strings.Repeat("x", 1025), apitest.ErrorBody{Error: "id: must be at most 1024 bytes", Field: "id"}},
 	} {
 		wantError(t, f.call(t, "GET", "/buckets?"+tt.query, ""), 400, tt.want)
 	}
@@ -425,8 +427,8 @@ func TestAdminStats(t *testing.T) {
 	f.check(t, "id=s&scale=1s&limit=3")
 	r := f.call(t, "GET", "/stats", "")
 	const want = `{"shards":1,"buckets":1,"restarts":0,"torn_tails":0,"journal_errors":0,"failed_closed":0,"failed_open":0,"snapshots":0,"snapshot_errors":0,"evictions":0,"rejections":0}`
-	if r.status != 200 || string(r.body) != want {
-		t.Errorf("GET /stats: got %d %s, want 200 %s", r.status, r.body, want)
+	if r.Status != 200 || string(r.Body) != want {
+		t.Errorf("GET /stats: got %d %s, want 200 %s", r.Status, r.Body, want)
 	}
 }
 
@@ -462,8 +464,8 @@ func TestAdminBackendErrors(t *testing.T) {
 				t.Errorf("%v: %s %s: got status %d, want %d; body %s", tt.err, req.Method, req.URL, rec.Code, tt.want, rec.Body)
 			}
 			b, _ := io.ReadAll(rec.Body)
-			var e errorBody
-			decodeStrict(t, b, &e)
+			var e apitest.ErrorBody
+			apitest.DecodeStrict(t, b, &e)
 		}
 	}
 }
@@ -490,14 +492,14 @@ func TestAdminDeleteStopsMiddleware(t *testing.T) {
 		{"first", nil, 200, `"api";q=1;w=3600`},
 		{"limited", nil, 413, `"api";q=1;w=3600`},
 		{"rule deleted", func() {
-			if r := f.call(t, "DELETE", "/rules/api", ""); r.status != 200 {
-				t.Fatalf("DELETE: got status %d", r.status)
+			if r := f.call(t, "DELETE", "/rules/api", ""); r.Status != 200 {
+				t.Fatalf("DELETE: got status %d", r.Status)
 			}
 		}, 200, ""},
 		{"still unlimited", nil, 200, ""},
 		{"rule back", func() {
-			if r := f.call(t, "PUT", "/rules/api", `{"scale":"1h","limit":1,"match":{"prefix":"/api"}}`); r.status != 200 {
-				t.Fatalf("PUT: got status %d", r.status)
+			if r := f.call(t, "PUT", "/rules/api", `{"scale":"1h","limit":1,"match":{"prefix":"/api"}}`); r.Status != 200 {
+				t.Fatalf("PUT: got status %d", r.Status)
 			}
 		}, 413, `"api";q=1;w=3600`}, // the counts are kept under the rule's name
 	}
@@ -505,11 +507,11 @@ func TestAdminDeleteStopsMiddleware(t *testing.T) {
 		if s.before != nil {
 			s.before()
 		}
-		r := do(t, http.DefaultClient, "GET", app.URL+"/api/x", "")
-		if r.status != s.wantStatus {
-			t.Fatalf("%s: got status %d, want %d; body %s", s.name, r.status, s.wantStatus, r.body)
+		r := apitest.Do(t, http.DefaultClient, "GET", app.URL+"/api/x", "")
+		if r.Status != s.wantStatus {
+			t.Fatalf("%s: got status %d, want %d; body %s", s.name, r.Status, s.wantStatus, r.Body)
 		}
-		wantHeaders(t, r, map[string]string{"RateLimit-Policy": s.wantPolicy})
+		apitest.WantHeaders(t, r, map[string]string{"RateLimit-Policy": s.wantPolicy})
 	}
 }
 
@@ -517,14 +519,14 @@ func TestAdminDeleteStopsMiddleware(t *testing.T) {
 func TestAdminMetrics(t *testing.T) {
 	t.Parallel()
 	m := api.NewMetrics()
-	h, err := api.NewAdminHandler(api.AdminOptions{Backend: startSystem(t), Token: "tok", Metrics: m})
+	h, err := api.NewAdminHandler(api.AdminOptions{Backend: actorstest.StartSystem(t, actors.Config{}), Token: "tok", Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	if r := do(t, http.DefaultClient, "GET", srv.URL+"/metrics", ""); r.status != http.StatusUnauthorized {
-		t.Fatalf("GET /metrics without the token: got %d, want 401", r.status)
+	if r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/metrics", ""); r.Status != http.StatusUnauthorized {
+		t.Fatalf("GET /metrics without the token: got %d, want 401", r.Status)
 	}
 	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer tok")

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 )
 
 // algoStep is one check of an algorithm flow: the clock is advanced by
@@ -18,8 +20,8 @@ type algoStep struct {
 	advance    time.Duration
 	hits       int64
 	wantStatus int
-	want       decisionBody // ID is filled in
-	wantRetry  string       // Retry-After; "" for none
+	want       apitest.DecisionBody // ID is filled in
+	wantRetry  string               // Retry-After; "" for none
 }
 
 // TestAlgorithms runs every algorithm through GET and through POST on a
@@ -27,11 +29,11 @@ type algoStep struct {
 // status, Retry-After and the RateLimit fields.
 func TestAlgorithms(t *testing.T) {
 	t.Parallel()
-	ok := func(count, limit, resetMs int64) decisionBody {
-		return decisionBody{Allowed: true, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs}
+	ok := func(count, limit, resetMs int64) apitest.DecisionBody {
+		return apitest.DecisionBody{Allowed: true, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs}
 	}
-	no := func(count, limit, resetMs, retryMs int64) decisionBody {
-		return decisionBody{Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs, RetryAfterMs: retryMs}
+	no := func(count, limit, resetMs, retryMs int64) apitest.DecisionBody {
+		return apitest.DecisionBody{Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs, RetryAfterMs: retryMs}
 	}
 	tests := []struct {
 		name   string
@@ -94,17 +96,17 @@ func TestAlgorithms(t *testing.T) {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
 			t.Run(tt.name+" "+method, func(t *testing.T) {
 				t.Parallel()
-				sys, clk := startClocked(t, actors.Config{})
-				srv := startServer(t, sys, api.Options{})
+				sys, clk := actorstest.StartClocked(t, actors.Config{})
+				srv := apitest.StartServer(t, sys, api.Options{})
 				vals, err := url.ParseQuery(tt.params)
 				if err != nil {
 					t.Fatal(err)
 				}
 				for i, s := range tt.steps {
 					clk.Advance(s.advance)
-					var r response
+					var r apitest.Response
 					if method == http.MethodGet {
-						r = do(t, http.DefaultClient, method, fmt.Sprintf("%s/check_rate?id=x&%s&hits=%d", srv.URL, tt.params, s.hits), "")
+						r = apitest.Do(t, http.DefaultClient, method, fmt.Sprintf("%s/check_rate?id=x&%s&hits=%d", srv.URL, tt.params, s.hits), "")
 					} else {
 						body := fmt.Sprintf(`{"id":"x","hits":%d`, s.hits)
 						for k, v := range vals {
@@ -114,17 +116,17 @@ func TestAlgorithms(t *testing.T) {
 								body += fmt.Sprintf(`,%q:%q`, k, v[0])
 							}
 						}
-						r = do(t, http.DefaultClient, method, srv.URL+"/check_rate", body+"}")
+						r = apitest.Do(t, http.DefaultClient, method, srv.URL+"/check_rate", body+"}")
 					}
-					if r.status != s.wantStatus {
-						t.Fatalf("step %d: got status %d, want %d; body %s", i, r.status, s.wantStatus, r.body)
+					if r.Status != s.wantStatus {
+						t.Fatalf("step %d: got status %d, want %d; body %s", i, r.Status, s.wantStatus, r.Body)
 					}
 					want := s.want
 					want.ID = "x"
-					if got := decision(t, r); got != want {
+					if got := apitest.Decision(t, r); got != want {
 						t.Errorf("step %d: got %+v, want %+v", i, got, want)
 					}
-					wantHeaders(t, r, map[string]string{
+					apitest.WantHeaders(t, r, map[string]string{
 						"Retry-After":      s.wantRetry,
 						"RateLimit-Policy": fmt.Sprintf(`"default";q=%d;w=%d`, want.Limit, tt.scaleS),
 						"RateLimit":        `"default";r=` + strconv.FormatInt(want.Remaining, 10) + ";t=" + strconv.FormatInt((want.ResetMs+999)/1000, 10),
@@ -139,8 +141,8 @@ func TestAlgorithms(t *testing.T) {
 // bursts, counts in two buckets.
 func TestAlgorithmsApart(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{})
-	srv := startServer(t, sys, api.Options{})
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	srv := apitest.StartServer(t, sys, api.Options{})
 	for i, q := range []string{
 		"scale=1s&limit=1",
 		"scale=1s&limit=1&algorithm=sliding_window",
@@ -148,9 +150,9 @@ func TestAlgorithmsApart(t *testing.T) {
 		"scale=1s&limit=1&algorithm=token_bucket&burst=2",
 		"scale=1s&limit=1&algorithm=leaky_bucket",
 	} {
-		r := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=same&"+q, "")
-		if d := decision(t, r); r.status != 200 || d.Count != 1 {
-			t.Errorf("check %d (%s): got status %d count %d, want 200 and a bucket of its own", i, q, r.status, d.Count)
+		r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=same&"+q, "")
+		if d := apitest.Decision(t, r); r.Status != 200 || d.Count != 1 {
+			t.Errorf("check %d (%s): got status %d count %d, want 200 and a bucket of its own", i, q, r.Status, d.Count)
 		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -18,20 +20,20 @@ import (
 // and watch (a shadow rule, 1 per minute).
 func batchServer(t *testing.T, opts api.Options) string {
 	t.Helper()
-	sys, _ := startClocked(t, actors.Config{})
-	opts.Rules = newStore(t,
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	opts.Rules = apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
 	)
-	return startServer(t, sys, opts).URL
+	return apitest.StartServer(t, sys, opts).URL
 }
 
-func postBatch(t *testing.T, srvURL string, checks ...string) (response, batchBody) {
+func postBatch(t *testing.T, srvURL string, checks ...string) (apitest.Response, apitest.BatchBody) {
 	t.Helper()
-	r := do(t, http.DefaultClient, "POST", srvURL+"/check_rate", "["+strings.Join(checks, ",")+"]")
-	var b batchBody
-	if r.status == 200 || r.status == 413 || r.status == 429 {
-		decodeStrict(t, r.body, &b)
+	r := apitest.Do(t, http.DefaultClient, "POST", srvURL+"/check_rate", "["+strings.Join(checks, ",")+"]")
+	var b apitest.BatchBody
+	if r.Status == 200 || r.Status == 413 || r.Status == 429 {
+		apitest.DecodeStrict(t, r.Body, &b)
 		for i, c := range b.Checks {
 			if c.ID == "" {
 				t.Errorf("check %d: got %+v without an id", i, c)
@@ -44,9 +46,9 @@ func postBatch(t *testing.T, srvURL string, checks ...string) (response, batchBo
 // peek returns the count of a check with hits=0.
 func peek(t *testing.T, srvURL, query string) int64 {
 	t.Helper()
-	r := do(t, http.DefaultClient, "GET", srvURL+"/check_rate?hits=0&"+query, "")
-	var d ruleDecision
-	decodeStrict(t, r.body, &d)
+	r := apitest.Do(t, http.DefaultClient, "GET", srvURL+"/check_rate?hits=0&"+query, "")
+	var d apitest.RuleDecision
+	apitest.DecodeStrict(t, r.Body, &d)
 	return d.Count
 }
 
@@ -58,10 +60,10 @@ func TestBatchAllowed(t *testing.T) {
 		`{"id":"u","rule":"login"}`,
 		`{"id":"u","scale":"1s","limit":10,"algorithm":"token_bucket"}`,
 	)
-	if r.status != 200 {
-		t.Fatalf("got status %d, want 200; body %s", r.status, r.body)
+	if r.Status != 200 {
+		t.Fatalf("got status %d, want 200; body %s", r.Status, r.Body)
 	}
-	want := batchBody{Allowed: true, Checks: []ruleDecision{
+	want := apitest.BatchBody{Allowed: true, Checks: []apitest.RuleDecision{
 		{Allowed: true, ID: "u", Count: 2, Limit: 5, Remaining: 3, ResetMs: 60000},
 		{Allowed: true, ID: "u", Rule: "login", Count: 1, Limit: 2, Remaining: 1, ResetMs: 60000},
 		{Allowed: true, ID: "u", Count: 1, Limit: 10, Remaining: 9, ResetMs: 100},
@@ -70,7 +72,7 @@ func TestBatchAllowed(t *testing.T) {
 		t.Errorf("got %+v, want %+v", b, want)
 	}
 	// The binding check is login: one left.
-	wantHeaders(t, r, map[string]string{
+	apitest.WantHeaders(t, r, map[string]string{
 		"Retry-After":      "",
 		"RateLimit-Policy": `"login";q=2;w=60`,
 		"RateLimit":        `"login";r=1;t=60`,
@@ -95,8 +97,8 @@ func TestBatchDenied(t *testing.T) {
 	srv := batchServer(t, api.Options{DenyStatus: 429})
 	// Use up two limits: 1 per 2s and 1 per 5s.
 	for _, q := range []string{"id=v&scale=2s&limit=1", "id=v&scale=5s&limit=1"} {
-		if r := do(t, http.DefaultClient, "GET", srv+"/check_rate?"+q, ""); r.status != 200 {
-			t.Fatalf("%s: got status %d, want 200", q, r.status)
+		if r := apitest.Do(t, http.DefaultClient, "GET", srv+"/check_rate?"+q, ""); r.Status != 200 {
+			t.Fatalf("%s: got status %d, want 200", q, r.Status)
 		}
 	}
 	r, b := postBatch(t, srv,
@@ -105,10 +107,10 @@ func TestBatchDenied(t *testing.T) {
 		`{"id":"v","rule":"login"}`,
 		`{"id":"v","scale":"5s","limit":1}`,
 	)
-	if r.status != 429 {
-		t.Fatalf("got status %d, want 429; body %s", r.status, r.body)
+	if r.Status != 429 {
+		t.Fatalf("got status %d, want 429; body %s", r.Status, r.Body)
 	}
-	want := batchBody{Allowed: false, Checks: []ruleDecision{
+	want := apitest.BatchBody{Allowed: false, Checks: []apitest.RuleDecision{
 		// The admitted checks show their state before the refund.
 		{Allowed: true, ID: "v", Count: 3, Limit: 5, Remaining: 2, ResetMs: 60000},
 		{Allowed: false, ID: "v", Count: 1, Limit: 1, Remaining: 0, ResetMs: 2000, RetryAfterMs: 2000},
@@ -119,7 +121,7 @@ func TestBatchDenied(t *testing.T) {
 		t.Errorf("got %+v, want %+v", b, want)
 	}
 	// Retry-After is the longest wait; the headers describe that denial.
-	wantHeaders(t, r, map[string]string{
+	apitest.WantHeaders(t, r, map[string]string{
 		"Retry-After":      "5",
 		"RateLimit-Policy": `"default";q=1;w=5`,
 		"RateLimit":        `"default";r=0;t=5`,
@@ -146,33 +148,33 @@ func TestBatchShadow(t *testing.T) {
 	// denied by it, and let through.
 	for i, wantShadow := range []bool{false, true} {
 		r, b := postBatch(t, srv, `{"id":"w","rule":"watch"}`, `{"id":"w","scale":"1m","limit":3}`)
-		if r.status != 200 || !b.Allowed || len(b.Checks) != 2 {
-			t.Fatalf("batch %d: got status %d %+v, want 200 allowed", i, r.status, b)
+		if r.Status != 200 || !b.Allowed || len(b.Checks) != 2 {
+			t.Fatalf("batch %d: got status %d %+v, want 200 allowed", i, r.Status, b)
 		}
 		s := b.Checks[0]
 		if s.Rule != "watch" || !s.Allowed || s.ShadowDenied != wantShadow || s.Count != 1 {
 			t.Errorf("batch %d: got shadow check %+v, want allowed, shadow_denied %v, count 1", i, s, wantShadow)
 		}
 		// The headers describe the enforced check, not the shadow rule.
-		wantHeaders(t, r, map[string]string{"Retry-After": "", "RateLimit-Policy": `"default";q=3;w=60`})
+		apitest.WantHeaders(t, r, map[string]string{"Retry-After": "", "RateLimit-Policy": `"default";q=3;w=60`})
 	}
 	// A denied batch: the shadow check is only peeked at.
-	if r := do(t, http.DefaultClient, "GET", srv+"/check_rate?id=x&scale=1m&limit=1", ""); r.status != 200 {
-		t.Fatal(r.status)
+	if r := apitest.Do(t, http.DefaultClient, "GET", srv+"/check_rate?id=x&scale=1m&limit=1", ""); r.Status != 200 {
+		t.Fatal(r.Status)
 	}
 	r, b := postBatch(t, srv, `{"id":"x","rule":"watch"}`, `{"id":"x","scale":"1m","limit":1}`)
-	if r.status != 413 || b.Allowed || b.Checks[0].Count != 0 || !b.Checks[0].Allowed {
-		t.Errorf("denied batch: got status %d %+v, want 413 with the shadow check at count 0", r.status, b)
+	if r.Status != 413 || b.Allowed || b.Checks[0].Count != 0 || !b.Checks[0].Allowed {
+		t.Errorf("denied batch: got status %d %+v, want 413 with the shadow check at count 0", r.Status, b)
 	}
 	if got := peek(t, srv, "id=x&rule=watch"); got != 0 {
 		t.Errorf("after the denied batch: got shadow count %d, want 0", got)
 	}
 	// A batch of shadow checks only: allowed, the headers describe them.
 	r, b = postBatch(t, srv, `{"id":"w","rule":"watch"}`)
-	if r.status != 200 || !b.Allowed || !b.Checks[0].ShadowDenied {
-		t.Errorf("shadow-only batch: got status %d %+v, want 200 allowed, shadow_denied", r.status, b)
+	if r.Status != 200 || !b.Allowed || !b.Checks[0].ShadowDenied {
+		t.Errorf("shadow-only batch: got status %d %+v, want 200 allowed, shadow_denied", r.Status, b)
 	}
-	wantHeaders(t, r, map[string]string{"Retry-After": "", "RateLimit-Policy": `"watch";q=1;w=60`})
+	apitest.WantHeaders(t, r, map[string]string{"Retry-After": "", "RateLimit-Policy": `"watch";q=1;w=60`})
 }
 
 // TestBatchOfMaxSize sends the largest batch, each check on its own id.
@@ -184,8 +186,8 @@ func TestBatchOfMaxSize(t *testing.T) {
 		checks[i] = fmt.Sprintf(`{"id":"user-%d","scale":"1m","limit":1}`, i)
 	}
 	r, b := postBatch(t, srv, checks...)
-	if r.status != 200 || len(b.Checks) != actors.MaxCheckAll {
-		t.Fatalf("got status %d and %d checks, want 200 and %d", r.status, len(b.Checks), actors.MaxCheckAll)
+	if r.Status != 200 || len(b.Checks) != actors.MaxCheckAll {
+		t.Fatalf("got status %d and %d checks, want 200 and %d", r.Status, len(b.Checks), actors.MaxCheckAll)
 	}
 	for i, c := range b.Checks {
 		if want := fmt.Sprintf("user-%d", i); c.ID != want || c.Count != 1 {
@@ -215,24 +217,24 @@ func TestBatchCheckerErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := &fakeChecker{err: tt.err}
-			srv := startServer(t, f, api.Options{Rules: newStore(t, rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Second, Limit: 1}, Shadow: true})})
-			r := do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `[{"id":"s","rule":"watch"},{"id":"a","scale":1000,"limit":1},{"id":"b","scale":1000,"limit":1}]`)
-			if r.status != tt.want {
-				t.Fatalf("got status %d, want %d; body %s", r.status, tt.want, r.body)
+			f := &apitest.FakeChecker{Err: tt.err}
+			srv := apitest.StartServer(t, f, api.Options{Rules: apitest.NewStore(t, rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Second, Limit: 1}, Shadow: true})})
+			r := apitest.Do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `[{"id":"s","rule":"watch"},{"id":"a","scale":1000,"limit":1},{"id":"b","scale":1000,"limit":1}]`)
+			if r.Status != tt.want {
+				t.Fatalf("got status %d, want %d; body %s", r.Status, tt.want, r.Body)
 			}
-			var e errorBody
-			decodeStrict(t, r.body, &e)
+			var e apitest.ErrorBody
+			apitest.DecodeStrict(t, r.Body, &e)
 			if e.Field != tt.wantField || e.Error == "" {
 				t.Errorf("got %+v, want field %q and a message", e, tt.wantField)
 			}
-			if got := f.requests(); len(got) != 2 || got[0].ID != "a" || got[1].ID != "b" {
+			if got := f.Requests(); len(got) != 2 || got[0].ID != "a" || got[1].ID != "b" {
 				t.Errorf("got requests %+v to the checker, want a and b in one CheckAll", got)
 			}
 		})
 	}
 }
 
-func sameBatch(a, b batchBody) bool {
+func sameBatch(a, b apitest.BatchBody) bool {
 	return a.Allowed == b.Allowed && slices.Equal(a.Checks, b.Checks)
 }

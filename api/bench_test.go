@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -23,7 +26,7 @@ const benchIDs = 1000
 // benchQuery is the check_rate query of id number i: a long window and a
 // limit no benchmark reaches, so every check is allowed.
 func benchQuery(i int) string {
-	return fmt.Sprintf("/check_rate?id=user-%d&scale=%s&limit=1000000000000", i, longScale)
+	return fmt.Sprintf("/check_rate?id=user-%d&scale=%s&limit=1000000000000", i, apitest.LongScale)
 }
 
 // discardWriter is a reusable http.ResponseWriter that keeps nothing but
@@ -38,7 +41,7 @@ func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(status int)      { w.status = status }
 
 func BenchmarkCheckRateGET(b *testing.B) {
-	h, err := api.NewHandler(startSystem(b), api.Options{})
+	h, err := api.NewHandler(actorstest.StartSystem(b, actors.Config{}), api.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -168,7 +171,7 @@ func BenchmarkCheckRatePOSTBatch(b *testing.B) {
 		name string
 		c    api.Checker
 	}{
-		{"system", startSystem(b)},
+		{"system", actorstest.StartSystem(b, actors.Config{})},
 		{"api-only", f},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -204,7 +207,7 @@ func BenchmarkCheckRatePOSTBatch(b *testing.B) {
 }
 
 func BenchmarkCheckRateMetrics(b *testing.B) {
-	h, err := api.NewHandler(startSystem(b), api.Options{Metrics: api.NewMetrics()})
+	h, err := api.NewHandler(actorstest.StartSystem(b, actors.Config{}), api.Options{Metrics: api.NewMetrics()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -311,7 +314,7 @@ func BenchmarkHTTPLoad(b *testing.B) {
 	}))
 	defer bare.Close()
 	// The check_rate side is configured as the daemon runs it: with metrics.
-	sys := startSystem(b)
+	sys := actorstest.StartSystem(b, actors.Config{})
 	m := api.NewMetrics()
 	m.Observe(sys)
 	h, err := api.NewHandler(sys, api.Options{Metrics: m})

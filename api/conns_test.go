@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 )
 
 // TestMetricsConns: ObserveConns exports a listener's connection stats,
@@ -18,7 +19,7 @@ func TestMetricsConns(t *testing.T) {
 		return api.ConnStats{Open: open.Load(), Max: 8, CapReached: 5, IdleClosed: 2}
 	})
 	m.ObserveConns("admin", func() api.ConnStats { return api.ConnStats{Open: 1, Max: 4} })
-	srv := startServer(t, &fakeChecker{}, api.Options{Metrics: m})
+	srv := apitest.StartServer(t, &apitest.FakeChecker{}, api.Options{Metrics: m})
 
 	want := map[string]string{
 		`ratelimitd_connections{listener="public"}`:                   "3",

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -31,12 +33,12 @@ func TestNewHandlerOptions(t *testing.T) {
 		opts    api.Options
 		wantErr bool
 	}{
-		{"zero", &fakeChecker{}, api.Options{}, false},
-		{"413", &fakeChecker{}, api.Options{DenyStatus: 413}, false},
-		{"429", &fakeChecker{}, api.Options{DenyStatus: 429}, false},
-		{"200", &fakeChecker{}, api.Options{DenyStatus: 200}, true},
-		{"503", &fakeChecker{}, api.Options{DenyStatus: 503}, true},
-		{"negative", &fakeChecker{}, api.Options{DenyStatus: -1}, true},
+		{"zero", &apitest.FakeChecker{}, api.Options{}, false},
+		{"413", &apitest.FakeChecker{}, api.Options{DenyStatus: 413}, false},
+		{"429", &apitest.FakeChecker{}, api.Options{DenyStatus: 429}, false},
+		{"200", &apitest.FakeChecker{}, api.Options{DenyStatus: 200}, true},
+		{"503", &apitest.FakeChecker{}, api.Options{DenyStatus: 503}, true},
+		{"negative", &apitest.FakeChecker{}, api.Options{DenyStatus: -1}, true},
 		{"nil checker", nil, api.Options{}, true},
 	}
 	for _, tt := range tests {
@@ -259,7 +261,7 @@ func badInputs() []badInput {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{Rules: badInputRules(t)})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{Rules: badInputRules(t)})
 	c := srv.Client()
 	for _, tt := range badInputs() {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,15 +273,15 @@ func TestBadInput(t *testing.T) {
 			if tt.query != "" {
 				u += "?" + tt.query
 			}
-			r := do(t, c, tt.method, u, tt.body)
-			if r.status != http.StatusBadRequest {
-				t.Fatalf("%s ?%.80s %.80s: got status %d, want 400; body %s", tt.method, tt.query, tt.body, r.status, r.body)
+			r := apitest.Do(t, c, tt.method, u, tt.body)
+			if r.Status != http.StatusBadRequest {
+				t.Fatalf("%s ?%.80s %.80s: got status %d, want 400; body %s", tt.method, tt.query, tt.body, r.Status, r.Body)
 			}
-			if got := r.header.Get("Content-Type"); got != "application/json" {
+			if got := r.Header.Get("Content-Type"); got != "application/json" {
 				t.Errorf("got Content-Type %q, want application/json", got)
 			}
-			var e errorBody
-			decodeStrict(t, r.body, &e)
+			var e apitest.ErrorBody
+			apitest.DecodeStrict(t, r.Body, &e)
 			if e.Field != tt.field {
 				t.Errorf("got field %q, want %q (error %q)", e.Field, tt.field, e.Error)
 			}
@@ -290,9 +292,9 @@ func TestBadInput(t *testing.T) {
 	}
 	// Still serving, in a subtest that runs after the parallel ones.
 	t.Cleanup(func() {
-		r := do(t, c, http.MethodGet, srv.URL+"/check_rate?id=after&scale=1000&limit=3", "")
-		if r.status != http.StatusOK {
-			t.Errorf("after bad input: got status %d, want 200; body %s", r.status, r.body)
+		r := apitest.Do(t, c, http.MethodGet, srv.URL+"/check_rate?id=after&scale=1000&limit=3", "")
+		if r.Status != http.StatusOK {
+			t.Errorf("after bad input: got status %d, want 200; body %s", r.Status, r.Body)
 		}
 	})
 }
@@ -300,7 +302,7 @@ func TestBadInput(t *testing.T) {
 // TestGoodInput checks the accepted spellings of each parameter.
 func TestGoodInput(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{})
 	c := srv.Client()
 	maxID := strings.Repeat("x", table.MaxIDLen)
 	tests := []struct {
@@ -318,7 +320,7 @@ func TestGoodInput(t *testing.T) {
 		{"compound duration", "GET", "id=g3&scale=1m30s&limit=5", "", "g3", 5, 1, 90},
 		{"sub-second", "GET", "id=g4&scale=1500ms&limit=5", "", "g4", 5, 1, 2},
 		{"min scale", "GET", "id=g5&scale=1&limit=5", "", "g5", 5, 1, 1},
-		{"max scale", "GET", "id=g6&scale=31622400000&limit=5", "", "g6", 5, 1, longScaleSeconds},
+		{"max scale", "GET", "id=g6&scale=31622400000&limit=5", "", "g6", 5, 1, apitest.LongScaleSeconds},
 		{"max limit", "GET", "id=g7&scale=1000&limit=9223372036854775807", "", "g7", math.MaxInt64, 1, 1},
 		{"hits", "GET", "id=g8&scale=1000&limit=5&hits=4", "", "g8", 5, 4, 1},
 		{"peek", "GET", "id=g9&scale=1000&limit=5&hits=0", "", "g9", 5, 0, 1},
@@ -331,7 +333,7 @@ func TestGoodInput(t *testing.T) {
 		{"token bucket burst", "GET", "id=g14&scale=1000&limit=5&algorithm=token_bucket&burst=7", "", "g14", 7, 1, 1},
 		{"leaky bucket", "GET", "id=g15&scale=1000&limit=5&algorithm=leaky_bucket", "", "g15", 1, 1, 1},
 		{"burst on a window", "GET", "id=g16&scale=1000&limit=5&burst=9", "", "g16", 5, 1, 1},
-		{"max refill", "GET", "id=g17&scale=8784h&limit=1&algorithm=token_bucket&burst=1", "", "g17", 1, 1, longScaleSeconds},
+		{"max refill", "GET", "id=g17&scale=8784h&limit=1&algorithm=token_bucket&burst=1", "", "g17", 1, 1, apitest.LongScaleSeconds},
 		{"post ms", "POST", "", `{"id":"p1","scale":30000,"limit":500}`, "p1", 500, 1, 30},
 		{"post duration", "POST", "", `{"id":"p2","scale":"30s","limit":500,"hits":2}`, "p2", 500, 2, 30},
 		{"post ms string", "POST", "", `{"id":"p3","scale":"30000","limit":500}`, "p3", 500, 1, 30},
@@ -350,16 +352,16 @@ func TestGoodInput(t *testing.T) {
 			if tt.query != "" {
 				u += "?" + tt.query
 			}
-			r := do(t, c, tt.method, u, tt.body)
-			if r.status != http.StatusOK {
-				t.Fatalf("got status %d, want 200; body %s", r.status, r.body)
+			r := apitest.Do(t, c, tt.method, u, tt.body)
+			if r.Status != http.StatusOK {
+				t.Fatalf("got status %d, want 200; body %s", r.Status, r.Body)
 			}
-			d := decision(t, r)
+			d := apitest.Decision(t, r)
 			if d.ID != tt.wantID || d.Limit != tt.wantLimit || d.Count != tt.wantCount || !d.Allowed {
 				t.Errorf("got %+v, want id %q limit %d count %d allowed", d, tt.wantID, tt.wantLimit, tt.wantCount)
 			}
 			wantPolicy := fmt.Sprintf(`"default";q=%d;w=%d`, tt.wantLimit, tt.wantW)
-			if got := r.header.Get("RateLimit-Policy"); got != wantPolicy {
+			if got := r.Header.Get("RateLimit-Policy"); got != wantPolicy {
 				t.Errorf("got RateLimit-Policy %q, want %q", got, wantPolicy)
 			}
 		})
@@ -368,8 +370,8 @@ func TestGoodInput(t *testing.T) {
 
 func TestRoutes(t *testing.T) {
 	t.Parallel()
-	plain := startServer(t, &fakeChecker{}, api.Options{})
-	withMetrics := startServer(t, &fakeChecker{}, api.Options{Metrics: api.NewMetrics()})
+	plain := apitest.StartServer(t, &apitest.FakeChecker{}, api.Options{})
+	withMetrics := apitest.StartServer(t, &apitest.FakeChecker{}, api.Options{Metrics: api.NewMetrics()})
 	tests := []struct {
 		name      string
 		srv       string
@@ -400,22 +402,22 @@ func TestRoutes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := do(t, http.DefaultClient, tt.method, tt.srv+tt.path, "")
-			if r.status != tt.want {
-				t.Fatalf("%s %s: got status %d, want %d; body %s", tt.method, tt.path, r.status, tt.want, r.body)
+			r := apitest.Do(t, http.DefaultClient, tt.method, tt.srv+tt.path, "")
+			if r.Status != tt.want {
+				t.Fatalf("%s %s: got status %d, want %d; body %s", tt.method, tt.path, r.Status, tt.want, r.Body)
 			}
-			if got := r.header.Get("Allow"); got != tt.wantAllow {
+			if got := r.Header.Get("Allow"); got != tt.wantAllow {
 				t.Errorf("got Allow %q, want %q", got, tt.wantAllow)
 			}
-			if tt.wantBody != "" && string(r.body) != tt.wantBody {
-				t.Errorf("got body %q, want %q", r.body, tt.wantBody)
+			if tt.wantBody != "" && string(r.Body) != tt.wantBody {
+				t.Errorf("got body %q, want %q", r.Body, tt.wantBody)
 			}
 			if tt.want >= 400 && tt.method != "HEAD" {
-				if got := r.header.Get("Content-Type"); got != "application/json" {
+				if got := r.Header.Get("Content-Type"); got != "application/json" {
 					t.Errorf("got Content-Type %q, want application/json", got)
 				}
-				var e errorBody
-				decodeStrict(t, r.body, &e)
+				var e apitest.ErrorBody
+				apitest.DecodeStrict(t, r.Body, &e)
 				if e.Error == "" || e.Field != "" {
 					t.Errorf("got error %+v, want a message and no field", e)
 				}
@@ -428,18 +430,18 @@ func TestRoutes(t *testing.T) {
 type step struct {
 	query      string // after id=<flow id>&scale=<longScale>&
 	wantStatus int
-	want       decisionBody // ID, ResetMs and RetryAfterMs are checked apart
+	want       apitest.DecisionBody // ID, ResetMs and RetryAfterMs are checked apart
 }
 
 func runFlow(t *testing.T, srvURL, id string, steps []step) {
 	t.Helper()
 	for i, s := range steps {
-		u := srvURL + "/check_rate?id=" + url.QueryEscape(id) + "&scale=" + longScale + "&" + s.query
-		r := do(t, http.DefaultClient, http.MethodGet, u, "")
-		if r.status != s.wantStatus {
-			t.Fatalf("step %d (%s): got status %d, want %d; body %s", i, s.query, r.status, s.wantStatus, r.body)
+		u := srvURL + "/check_rate?id=" + url.QueryEscape(id) + "&scale=" + apitest.LongScale + "&" + s.query
+		r := apitest.Do(t, http.DefaultClient, http.MethodGet, u, "")
+		if r.Status != s.wantStatus {
+			t.Fatalf("step %d (%s): got status %d, want %d; body %s", i, s.query, r.Status, s.wantStatus, r.Body)
 		}
-		d := decision(t, r)
+		d := apitest.Decision(t, r)
 		checkDecision(t, r, d, id)
 		want := s.want
 		want.ID, want.ResetMs, want.RetryAfterMs = id, d.ResetMs, d.RetryAfterMs
@@ -450,7 +452,7 @@ func runFlow(t *testing.T, srvURL, id string, steps []step) {
 }
 
 // checkDecision checks the headers of a check_rate answer against its body.
-func checkDecision(t *testing.T, r response, d decisionBody, id string) {
+func checkDecision(t *testing.T, r apitest.Response, d apitest.DecisionBody, id string) {
 	t.Helper()
 	if d.ID != id {
 		t.Errorf("got id %q, want %q", d.ID, id)
@@ -458,7 +460,7 @@ func checkDecision(t *testing.T, r response, d decisionBody, id string) {
 	wantHeaders := map[string]string{
 		"Content-Type":     "application/json",
 		"Cache-Control":    "no-store",
-		"RateLimit-Policy": fmt.Sprintf(`"default";q=%d;w=%d`, d.Limit, longScaleSeconds),
+		"RateLimit-Policy": fmt.Sprintf(`"default";q=%d;w=%d`, d.Limit, apitest.LongScaleSeconds),
 		"RateLimit":        fmt.Sprintf(`"default";r=%d;t=%d`, d.Remaining, (d.ResetMs+999)/1000),
 	}
 	if d.Allowed {
@@ -473,14 +475,14 @@ func checkDecision(t *testing.T, r response, d decisionBody, id string) {
 		}
 	}
 	for k, want := range wantHeaders {
-		if got := r.header.Get(k); got != want {
+		if got := r.Header.Get(k); got != want {
 			t.Errorf("got %s %q, want %q", k, got, want)
 		}
 	}
-	if d.ResetMs <= 0 || d.ResetMs > longScaleSeconds*1000 {
-		t.Errorf("got reset_ms %d, want in (0, %d]", d.ResetMs, longScaleSeconds*1000)
+	if d.ResetMs <= 0 || d.ResetMs > apitest.LongScaleSeconds*1000 {
+		t.Errorf("got reset_ms %d, want in (0, %d]", d.ResetMs, apitest.LongScaleSeconds*1000)
 	}
-	if ra := r.header.Get("Retry-After"); ra != "" {
+	if ra := r.Header.Get("Retry-After"); ra != "" {
 		if n, err := strconv.Atoi(ra); err != nil || n < 1 {
 			t.Errorf("got Retry-After %q, want an integer >= 1", ra)
 		}
@@ -489,13 +491,13 @@ func checkDecision(t *testing.T, r response, d decisionBody, id string) {
 
 func TestFlows(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
-	srv429 := startServer(t, startSystem(t), api.Options{DenyStatus: http.StatusTooManyRequests})
-	allow := func(count, limit int64) decisionBody {
-		return decisionBody{Allowed: true, Count: count, Limit: limit, Remaining: limit - count}
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{})
+	srv429 := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{DenyStatus: http.StatusTooManyRequests})
+	allow := func(count, limit int64) apitest.DecisionBody {
+		return apitest.DecisionBody{Allowed: true, Count: count, Limit: limit, Remaining: limit - count}
 	}
-	deny := func(count, limit int64) decisionBody {
-		return decisionBody{Allowed: false, Count: count, Limit: limit, Remaining: limit - count}
+	deny := func(count, limit int64) apitest.DecisionBody {
+		return apitest.DecisionBody{Allowed: false, Count: count, Limit: limit, Remaining: limit - count}
 	}
 	tests := []struct {
 		name  string
@@ -551,9 +553,9 @@ func TestFlows(t *testing.T) {
 // TestPostFlow mixes GET and POST on one bucket: they are the same check.
 func TestPostFlow(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
-	body := `{"id":"mixed","scale":"` + longScale + `","limit":2}`
-	getURL := srv.URL + "/check_rate?id=mixed&scale=" + longScale + "&limit=2"
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{})
+	body := `{"id":"mixed","scale":"` + apitest.LongScale + `","limit":2}`
+	getURL := srv.URL + "/check_rate?id=mixed&scale=" + apitest.LongScale + "&limit=2"
 	steps := []struct {
 		method string
 		want   int
@@ -568,11 +570,11 @@ func TestPostFlow(t *testing.T) {
 		if s.method == "POST" {
 			u, b = srv.URL+"/check_rate", body
 		}
-		r := do(t, http.DefaultClient, s.method, u, b)
-		if r.status != s.want {
-			t.Fatalf("step %d %s: got status %d, want %d; body %s", i, s.method, r.status, s.want, r.body)
+		r := apitest.Do(t, http.DefaultClient, s.method, u, b)
+		if r.Status != s.want {
+			t.Fatalf("step %d %s: got status %d, want %d; body %s", i, s.method, r.Status, s.want, r.Body)
 		}
-		d := decision(t, r)
+		d := apitest.Decision(t, r)
 		checkDecision(t, r, d, "mixed")
 		if d.Count != s.count {
 			t.Errorf("step %d %s: got count %d, want %d", i, s.method, d.Count, s.count)
@@ -582,7 +584,7 @@ func TestPostFlow(t *testing.T) {
 
 func TestIDRoundTrip(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{})
 	ids := []string{
 		`plain`,
 		`with "quotes"`,
@@ -604,16 +606,16 @@ func TestIDRoundTrip(t *testing.T) {
 			if err := json.Unmarshal(enc, &want); err != nil {
 				t.Fatal(err)
 			}
-			get := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?scale=1000&limit=9&id="+url.QueryEscape(id), "")
-			post := do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `{"scale":1000,"limit":9,"id":`+string(enc)+`}`)
-			for _, r := range []response{get, post} {
-				if r.status != 200 {
-					t.Fatalf("got status %d, want 200; body %s", r.status, r.body)
+			get := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?scale=1000&limit=9&id="+url.QueryEscape(id), "")
+			post := apitest.Do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `{"scale":1000,"limit":9,"id":`+string(enc)+`}`)
+			for _, r := range []apitest.Response{get, post} {
+				if r.Status != 200 {
+					t.Fatalf("got status %d, want 200; body %s", r.Status, r.Body)
 				}
-				if !json.Valid(r.body) {
-					t.Fatalf("got invalid JSON %q", r.body)
+				if !json.Valid(r.Body) {
+					t.Fatalf("got invalid JSON %q", r.Body)
 				}
-				if got := decision(t, r).ID; got != want {
+				if got := apitest.Decision(t, r).ID; got != want {
 					t.Errorf("got id %q, want %q", got, want)
 				}
 			}
@@ -621,11 +623,11 @@ func TestIDRoundTrip(t *testing.T) {
 	}
 	// An id that is not valid UTF-8 could not come back as sent: it is refused.
 	const bad = "invalid \xff utf-8 \xc3"
-	get := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?scale=1000&limit=9&id="+url.QueryEscape(bad), "")
-	post := do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `{"scale":1000,"limit":9,"id":"`+bad+`"}`)
-	for _, r := range []response{get, post} {
-		if want := `{"error":"id: must be valid UTF-8","field":"id"}`; r.status != 400 || string(r.body) != want {
-			t.Errorf("id %q: got %d %s, want 400 %s", bad, r.status, r.body, want)
+	get := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?scale=1000&limit=9&id="+url.QueryEscape(bad), "")
+	post := apitest.Do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `{"scale":1000,"limit":9,"id":"`+bad+`"}`)
+	for _, r := range []apitest.Response{get, post} {
+		if want := `{"error":"id: must be valid UTF-8","field":"id"}`; r.Status != 400 || string(r.Body) != want {
+			t.Errorf("id %q: got %d %s, want 400 %s", bad, r.Status, r.Body, want)
 		}
 	}
 }
@@ -707,13 +709,13 @@ func TestExactResponse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := startServer(t, &fakeChecker{d: tt.d}, tt.opts)
-			r := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?"+tt.query, "")
-			if r.status != tt.wantStatus {
-				t.Errorf("got status %d, want %d", r.status, tt.wantStatus)
+			srv := apitest.StartServer(t, &apitest.FakeChecker{D: tt.d}, tt.opts)
+			r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?"+tt.query, "")
+			if r.Status != tt.wantStatus {
+				t.Errorf("got status %d, want %d", r.Status, tt.wantStatus)
 			}
-			if string(r.body) != tt.wantBody {
-				t.Errorf("got body\n%s\nwant\n%s", r.body, tt.wantBody)
+			if string(r.Body) != tt.wantBody {
+				t.Errorf("got body\n%s\nwant\n%s", r.Body, tt.wantBody)
 			}
 			for k, want := range map[string]string{
 				"RateLimit":        tt.wantRL,
@@ -723,7 +725,7 @@ func TestExactResponse(t *testing.T) {
 				"Cache-Control":    "no-store",
 				"Content-Length":   strconv.Itoa(len(tt.wantBody)),
 			} {
-				if got := r.header.Get(k); got != want {
+				if got := r.Header.Get(k); got != want {
 					t.Errorf("got %s %q, want %q", k, got, want)
 				}
 			}
@@ -755,13 +757,13 @@ func TestCheckerErrors(t *testing.T) {
 			t.Parallel()
 			var logged atomic.Int64
 			logger := slog.New(countHandler{&logged})
-			srv := startServer(t, &fakeChecker{err: tt.err}, api.Options{Logger: logger})
-			r := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=1000&limit=1", "")
-			if r.status != tt.want {
-				t.Fatalf("got status %d, want %d; body %s", r.status, tt.want, r.body)
+			srv := apitest.StartServer(t, &apitest.FakeChecker{Err: tt.err}, api.Options{Logger: logger})
+			r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=1000&limit=1", "")
+			if r.Status != tt.want {
+				t.Fatalf("got status %d, want %d; body %s", r.Status, tt.want, r.Body)
 			}
-			var e errorBody
-			decodeStrict(t, r.body, &e)
+			var e apitest.ErrorBody
+			apitest.DecodeStrict(t, r.Body, &e)
 			if e.Field != tt.wantField || e.Error == "" {
 				t.Errorf("got %+v, want field %q and a message", e, tt.wantField)
 			}
@@ -769,7 +771,7 @@ func TestCheckerErrors(t *testing.T) {
 			if tt.want == 503 {
 				wantRetry = "1"
 			}
-			if got := r.header.Get("Retry-After"); got != wantRetry {
+			if got := r.Header.Get("Retry-After"); got != wantRetry {
 				t.Errorf("got Retry-After %q, want %q", got, wantRetry)
 			}
 			if got := logged.Load() > 0; got != tt.wantLog {
@@ -797,19 +799,19 @@ func TestStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startServer(t, sys, api.Options{})
+	srv := apitest.StartServer(t, sys, api.Options{})
 	if err := sys.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=1000&limit=1", "")
-	if r.status != http.StatusServiceUnavailable {
-		t.Fatalf("after Stop: got status %d, want 503; body %s", r.status, r.body)
+	r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=1000&limit=1", "")
+	if r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("after Stop: got status %d, want 503; body %s", r.Status, r.Body)
 	}
-	if got := r.header.Get("Retry-After"); got != "1" {
+	if got := r.Header.Get("Retry-After"); got != "1" {
 		t.Errorf("got Retry-After %q, want 1", got)
 	}
-	var e errorBody
-	decodeStrict(t, r.body, &e)
+	var e apitest.ErrorBody
+	apitest.DecodeStrict(t, r.Body, &e)
 	if e.Error == "" || e.Field != "" {
 		t.Errorf("got %+v, want a message and no field", e)
 	}
@@ -822,11 +824,11 @@ func TestConcurrentOneID(t *testing.T) {
 		perG       = 5
 		limit      = 100
 	)
-	srv := startServer(t, startSystem(t), api.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{})
 	tr := &http.Transport{MaxIdleConnsPerHost: goroutines}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr}
-	u := srv.URL + "/check_rate?id=hot&scale=" + longScale + "&limit=" + strconv.Itoa(limit)
+	u := srv.URL + "/check_rate?id=hot&scale=" + apitest.LongScale + "&limit=" + strconv.Itoa(limit)
 
 	var allowed, denied, other atomic.Int64
 	var wg sync.WaitGroup

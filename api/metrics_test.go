@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -18,12 +20,12 @@ import (
 // scrape returns the sample lines of GET /metrics, keyed by series.
 func scrape(t *testing.T, url string) map[string]string {
 	t.Helper()
-	r := do(t, http.DefaultClient, "GET", url+"/metrics", "")
-	if r.status != 200 {
-		t.Fatalf("GET /metrics: got status %d, want 200", r.status)
+	r := apitest.Do(t, http.DefaultClient, "GET", url+"/metrics", "")
+	if r.Status != 200 {
+		t.Fatalf("GET /metrics: got status %d, want 200", r.Status)
 	}
 	samples := make(map[string]string)
-	sc := bufio.NewScanner(bytes.NewReader(r.body))
+	sc := bufio.NewScanner(bytes.NewReader(r.Body))
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -37,9 +39,9 @@ func scrape(t *testing.T, url string) map[string]string {
 
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	sys := startSystem(t)
+	sys := actorstest.StartSystem(t, actors.Config{})
 	m := api.NewMetrics()
-	srv := startServer(t, sys, api.Options{Metrics: m})
+	srv := apitest.StartServer(t, sys, api.Options{Metrics: m})
 
 	before := scrape(t, srv.URL)
 	if _, ok := before["ratelimitd_buckets"]; ok {
@@ -48,16 +50,16 @@ func TestMetrics(t *testing.T) {
 	m.Observe(sys)
 	m.Observe(sys) // a second call replaces the source, no panic
 
-	get := func(q string) { do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?"+q, "") }
+	get := func(q string) { apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?"+q, "") }
 	for range 3 {
-		get("id=m&scale=" + longScale + "&limit=3")
+		get("id=m&scale=" + apitest.LongScale + "&limit=3")
 	}
-	get("id=m&scale=" + longScale + "&limit=3")                   // denied
-	get("id=m&scale=0&limit=3")                                   // invalid
-	get("id=m&scale=1000&limit=3&bogus=1")                        // invalid
-	do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", "{") // invalid
-	get("id=other&scale=" + longScale + "&limit=3&hits=0")        // allowed peek, no bucket
-	do(t, http.DefaultClient, "GET", srv.URL+"/healthz", "")      // not a check
+	get("id=m&scale=" + apitest.LongScale + "&limit=3")                   // denied
+	get("id=m&scale=0&limit=3")                                           // invalid
+	get("id=m&scale=1000&limit=3&bogus=1")                                // invalid
+	apitest.Do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", "{") // invalid
+	get("id=other&scale=" + apitest.LongScale + "&limit=3&hits=0")        // allowed peek, no bucket
+	apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/healthz", "")      // not a check
 
 	var sweeper actors.SweepObserver = m
 	sweeper.SweepDone(actors.SweepReport{Deleted: 5, Duration: 3 * time.Millisecond})
@@ -89,7 +91,7 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	// Two Metrics never share a registry.
-	other := startServer(t, &fakeChecker{}, api.Options{Metrics: api.NewMetrics()})
+	other := apitest.StartServer(t, &apitest.FakeChecker{}, api.Options{Metrics: api.NewMetrics()})
 	if got := scrape(t, other.URL)[`ratelimitd_checks_total{result="allowed"}`]; got != "0" {
 		t.Errorf("fresh Metrics: got allowed %q, want \"0\"", got)
 	}
@@ -98,8 +100,8 @@ func TestMetrics(t *testing.T) {
 func TestMetricsCheckerError(t *testing.T) {
 	t.Parallel()
 	m := api.NewMetrics()
-	srv := startServer(t, &fakeChecker{err: actors.ErrUnavailable}, api.Options{Metrics: m})
-	do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=1000&limit=1", "")
+	srv := apitest.StartServer(t, &apitest.FakeChecker{Err: actors.ErrUnavailable}, api.Options{Metrics: m})
+	apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=1000&limit=1", "")
 	if got := scrape(t, srv.URL)[`ratelimitd_checks_total{result="error"}`]; got != "1" {
 		t.Errorf("got error count %q, want \"1\"", got)
 	}
@@ -110,7 +112,7 @@ func TestMetricsCheckerError(t *testing.T) {
 func TestMetricsResults(t *testing.T) {
 	t.Parallel()
 	m := api.NewMetrics()
-	srv := startServer(t, startSystem(t), api.Options{Metrics: m, Rules: newStore(t,
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{Metrics: m, Rules: apitest.NewStore(t,
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Shadow: true})})
 	before := scrape(t, srv.URL)
 	for _, k := range []string{`ratelimitd_checks_total{result="full"}`, `ratelimitd_checks_total{result="shadow_denied"}`, `ratelimitd_refunds_total`} {
@@ -118,8 +120,8 @@ func TestMetricsResults(t *testing.T) {
 			t.Errorf("before any check: got %s %q, want \"0\"", k, before[k])
 		}
 	}
-	get := func(path string) { do(t, http.DefaultClient, "GET", srv.URL+path, "") }
-	post := func(body string) { do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", body) }
+	get := func(path string) { apitest.Do(t, http.DefaultClient, "GET", srv.URL+path, "") }
+	post := func(body string) { apitest.Do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", body) }
 	get("/check_rate?id=a&rule=watch")                                                     // allowed
 	get("/check_rate?id=a&rule=watch")                                                     // shadow_denied
 	post(`[{"id":"a","rule":"watch"},{"id":"a","scale":"1h","limit":1}]`)                  // shadow_denied

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -20,7 +22,7 @@ import (
 func TestMiddlewareOptions(t *testing.T) {
 	t.Parallel()
 	ok := api.MiddlewareOptions{Policy: table.Policy{Scale: time.Second, Limit: 1}}
-	st := newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 1}})
+	st := apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 1}})
 	with := func(f func(*api.MiddlewareOptions)) api.MiddlewareOptions {
 		o := ok
 		f(&o)
@@ -32,25 +34,25 @@ func TestMiddlewareOptions(t *testing.T) {
 		opts      api.MiddlewareOptions
 		wantField string // "" for no error
 	}{
-		{"ok", &fakeChecker{}, ok, ""},
-		{"429", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.DenyStatus = 429 }), ""},
-		{"max scale", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Scale = table.MaxScale }), ""},
+		{"ok", &apitest.FakeChecker{}, ok, ""},
+		{"429", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.DenyStatus = 429 }), ""},
+		{"max scale", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Scale = table.MaxScale }), ""},
 		{"nil checker", nil, ok, "Checker"},
-		{"zero scale", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Scale = 0 }), "Scale"},
-		{"sub-ms scale", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Scale = 1500 * time.Microsecond }), "Scale"},
-		{"huge scale", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Scale = table.MaxScale + time.Millisecond }), "Scale"},
-		{"zero limit", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Limit = 0 }), "Limit"},
-		{"negative limit", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Limit = -1 }), "Limit"},
-		{"deny 500", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.DenyStatus = 500 }), "DenyStatus"},
-		{"rule", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Rule: "login"}, ""},
-		{"rules by match", &fakeChecker{}, api.MiddlewareOptions{Rules: st}, ""},
-		{"rules and a fallback", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Rules = st }), ""},
-		{"rule without rules", &fakeChecker{}, api.MiddlewareOptions{Rule: "login"}, "Rules"},
-		{"unknown rule", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Rule: "nope"}, "Rule"},
-		{"rule and scale", &fakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Rules, o.Rule = st, "login" }), "Scale"},
-		{"rules and scale only", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Policy: table.Policy{Scale: time.Second}}, "Limit"},
-		{"rules and limit only", &fakeChecker{}, api.MiddlewareOptions{Rules: st, Policy: table.Policy{Limit: 1}}, "Scale"},
-		{"no limit at all", &fakeChecker{}, api.MiddlewareOptions{}, "Limit"},
+		{"zero scale", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Scale = 0 }), "Scale"},
+		{"sub-ms scale", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Scale = 1500 * time.Microsecond }), "Scale"},
+		{"huge scale", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Scale = table.MaxScale + time.Millisecond }), "Scale"},
+		{"zero limit", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Limit = 0 }), "Limit"},
+		{"negative limit", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Limit = -1 }), "Limit"},
+		{"deny 500", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.DenyStatus = 500 }), "DenyStatus"},
+		{"rule", &apitest.FakeChecker{}, api.MiddlewareOptions{Rules: st, Rule: "login"}, ""},
+		{"rules by match", &apitest.FakeChecker{}, api.MiddlewareOptions{Rules: st}, ""},
+		{"rules and a fallback", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Rules = st }), ""},
+		{"rule without rules", &apitest.FakeChecker{}, api.MiddlewareOptions{Rule: "login"}, "Rules"},
+		{"unknown rule", &apitest.FakeChecker{}, api.MiddlewareOptions{Rules: st, Rule: "nope"}, "Rule"},
+		{"rule and scale", &apitest.FakeChecker{}, with(func(o *api.MiddlewareOptions) { o.Rules, o.Rule = st, "login" }), "Scale"},
+		{"rules and scale only", &apitest.FakeChecker{}, api.MiddlewareOptions{Rules: st, Policy: table.Policy{Scale: time.Second}}, "Limit"},
+		{"rules and limit only", &apitest.FakeChecker{}, api.MiddlewareOptions{Rules: st, Policy: table.Policy{Limit: 1}}, "Scale"},
+		{"no limit at all", &apitest.FakeChecker{}, api.MiddlewareOptions{}, "Limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +103,7 @@ func TestMiddleware(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			mw, err := api.Middleware(startSystem(t), tt.opts)
+			mw, err := api.Middleware(actorstest.StartSystem(t, actors.Config{}), tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,12 +124,12 @@ func TestMiddleware(t *testing.T) {
 				}
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				r := response{status: resp.StatusCode, header: resp.Header, body: body}
-				if r.status != want {
-					t.Fatalf("request %d: got status %d, want %d; body %s", i, r.status, want, r.body)
+				r := apitest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+				if r.Status != want {
+					t.Fatalf("request %d: got status %d, want %d; body %s", i, r.Status, want, r.Body)
 				}
 				wantPolicy := `"default";q=` + strconv.FormatInt(tt.opts.Limit, 10) + `;w=31622400`
-				if got := r.header.Get("RateLimit-Policy"); got != wantPolicy {
+				if got := r.Header.Get("RateLimit-Policy"); got != wantPolicy {
 					t.Errorf("request %d: got RateLimit-Policy %q, want %q", i, got, wantPolicy)
 				}
 				if want == 200 {
@@ -136,15 +138,15 @@ func TestMiddleware(t *testing.T) {
 						t.Errorf("request %d: got body %q, want the next handler's", i, body)
 					}
 					rem := tt.opts.Limit - allowed
-					if got := r.header.Get("RateLimit"); !hasPrefix(got, `"default";r=`+strconv.FormatInt(rem, 10)+";t=") {
+					if got := r.Header.Get("RateLimit"); !hasPrefix(got, `"default";r=`+strconv.FormatInt(rem, 10)+";t=") {
 						t.Errorf("request %d: got RateLimit %q, want r=%d", i, got, rem)
 					}
-					if got := r.header.Get("Retry-After"); got != "" {
+					if got := r.Header.Get("Retry-After"); got != "" {
 						t.Errorf("request %d: got Retry-After %q, want none", i, got)
 					}
 					continue
 				}
-				d := decision(t, r)
+				d := apitest.Decision(t, r)
 				checkDecision(t, r, d, tt.wantKey)
 				if d.Allowed || d.Count != tt.opts.Limit || d.Limit != tt.opts.Limit || d.Remaining != 0 {
 					t.Errorf("request %d: got %+v, want a denial at count %d", i, d, tt.opts.Limit)
@@ -167,8 +169,8 @@ func TestMiddlewareErrors(t *testing.T) {
 		key  func(*http.Request) string
 		want int
 	}{
-		{"unavailable", &fakeChecker{err: actors.ErrUnavailable}, nil, 503},
-		{"other", &fakeChecker{err: errors.New("boom")}, nil, 503},
+		{"unavailable", &apitest.FakeChecker{Err: actors.ErrUnavailable}, nil, 503},
+		{"other", &apitest.FakeChecker{Err: errors.New("boom")}, nil, 503},
 		{"empty key", nil, func(*http.Request) string { return "" }, 400},
 	}
 	for _, tt := range tests {
@@ -176,7 +178,7 @@ func TestMiddlewareErrors(t *testing.T) {
 			t.Parallel()
 			c := tt.c
 			if c == nil {
-				c = startSystem(t)
+				c = actorstest.StartSystem(t, actors.Config{})
 			}
 			mw, err := api.Middleware(c, api.MiddlewareOptions{Policy: table.Policy{Scale: time.Second, Limit: 5}, KeyFunc: tt.key})
 			if err != nil {
@@ -189,8 +191,8 @@ func TestMiddlewareErrors(t *testing.T) {
 			if rec.Code != tt.want {
 				t.Errorf("got status %d, want %d; body %s", rec.Code, tt.want, rec.Body)
 			}
-			var e errorBody
-			decodeStrict(t, rec.Body.Bytes(), &e)
+			var e apitest.ErrorBody
+			apitest.DecodeStrict(t, rec.Body.Bytes(), &e)
 			if e.Error == "" {
 				t.Errorf("got no error message")
 			}
@@ -212,7 +214,7 @@ func TestMiddlewareRemoteAddr(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.remote, func(t *testing.T) {
 			t.Parallel()
-			f := &fakeChecker{d: table.Decision{Allowed: true, Limit: 1}}
+			f := &apitest.FakeChecker{D: table.Decision{Allowed: true, Limit: 1}}
 			mw, err := api.Middleware(f, api.MiddlewareOptions{Policy: table.Policy{Scale: time.Second, Limit: 1}})
 			if err != nil {
 				t.Fatal(err)
@@ -220,8 +222,8 @@ func TestMiddlewareRemoteAddr(t *testing.T) {
 			req := httptest.NewRequest("GET", "/", nil)
 			req.RemoteAddr = tt.remote
 			mw(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), req)
-			if len(f.calls) != 1 || f.calls[0].ID != tt.wantKey || f.calls[0].Hits != 1 {
-				t.Errorf("got calls %+v, want one with id %q and 1 hit", f.calls, tt.wantKey)
+			if calls := f.Requests(); len(calls) != 1 || calls[0].ID != tt.wantKey || calls[0].Hits != 1 {
+				t.Errorf("got calls %+v, want one with id %q and 1 hit", calls, tt.wantKey)
 			}
 		})
 	}
@@ -284,7 +286,7 @@ func keyHeader(r *http.Request) string { return r.Header.Get("X-Key") }
 // TestMiddlewareRules matches requests to rules by method, host and path.
 func TestMiddlewareRules(t *testing.T) {
 	t.Parallel()
-	st := newStore(t,
+	st := apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Match: rules.Match{Prefix: "/login", Method: "POST"}},
 		rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 2}, Match: rules.Match{Prefix: "/api/"}},
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Shadow: true, Match: rules.Match{Prefix: "/watch"}},
@@ -322,7 +324,7 @@ func TestMiddlewareRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			mw, err := api.Middleware(startSystem(t), tt.opts)
+			mw, err := api.Middleware(actorstest.StartSystem(t, actors.Config{}), tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -336,12 +338,12 @@ func TestMiddlewareRules(t *testing.T) {
 func TestMiddlewareRuleDeleted(t *testing.T) {
 	t.Parallel()
 	for _, byName := range []bool{false, true} {
-		st := newStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Match: rules.Match{Prefix: "/api"}})
+		st := apitest.NewStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Match: rules.Match{Prefix: "/api"}})
 		opts := api.MiddlewareOptions{Rules: st}
 		if byName {
 			opts.Rule = "api"
 		}
-		mw, err := api.Middleware(startSystem(t), opts)
+		mw, err := api.Middleware(actorstest.StartSystem(t, actors.Config{}), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +365,7 @@ func TestMiddlewareRuleDeleted(t *testing.T) {
 // that never reaches the next handler.
 func TestMiddlewareFull(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{MaxBuckets: 1})
+	sys, _ := actorstest.StartClocked(t, actors.Config{MaxBuckets: 1})
 	mw, err := api.Middleware(sys, api.MiddlewareOptions{Policy: table.Policy{Scale: 30 * time.Second, Limit: 5}, KeyFunc: keyHeader})
 	if err != nil {
 		t.Fatal(err)
@@ -377,9 +379,9 @@ func TestMiddlewareFull(t *testing.T) {
 	req := httptest.NewRequest("GET", "/", nil)
 	req.Header.Set("X-Key", "c")
 	mw(http.NotFoundHandler()).ServeHTTP(rec, req)
-	var e errorBody
-	decodeStrict(t, rec.Body.Bytes(), &e)
-	if rec.Code != 503 || e != (errorBody{"the rate limiter is full (max buckets); retry", ""}) || rec.Header().Get("Retry-After") != "1" {
+	var e apitest.ErrorBody
+	apitest.DecodeStrict(t, rec.Body.Bytes(), &e)
+	if rec.Code != 503 || e != (apitest.ErrorBody{Error: "the rate limiter is full (max buckets); retry", Field: ""}) || rec.Header().Get("Retry-After") != "1" {
 		t.Errorf("got %d %+v Retry-After %q, want 503, the full error and Retry-After 1", rec.Code, e, rec.Header().Get("Retry-After"))
 	}
 }
@@ -389,8 +391,8 @@ func TestMiddlewareFull(t *testing.T) {
 // under its client's.
 func TestMiddlewareKeySources(t *testing.T) {
 	t.Parallel()
-	sys := startSystem(t)
-	st := newStore(t,
+	sys := actorstest.StartSystem(t, actors.Config{})
+	st := apitest.NewStore(t,
 		rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}},
 		rules.Rule{Name: "q", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "query:token", Match: rules.Match{Prefix: "/q"}},
 		rules.Rule{Name: "me", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "user", Match: rules.Match{Prefix: "/me"}},
@@ -445,7 +447,7 @@ func TestMiddlewareKeySources(t *testing.T) {
 // with Retry-After set; NoRateLimitHeaders leaves the RateLimit fields off.
 func TestMiddlewareOnDenyAndNoHeaders(t *testing.T) {
 	t.Parallel()
-	sys := startSystem(t)
+	sys := actorstest.StartSystem(t, actors.Config{})
 	var got table.Decision
 	mw, err := api.Middleware(sys, api.MiddlewareOptions{
 		Policy:             table.Policy{Scale: time.Hour, Limit: 1},
@@ -485,7 +487,7 @@ func TestMiddlewareOnDenyAndNoHeaders(t *testing.T) {
 // run: the difference is the middleware's cost per request.
 func BenchmarkMiddlewareOverhead(b *testing.B) {
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
-	sys := startSystem(b)
+	sys := actorstest.StartSystem(b, actors.Config{})
 	mw, err := api.Middleware(sys, api.MiddlewareOptions{Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, KeyFunc: keyHeader})
 	if err != nil {
 		b.Fatal(err)

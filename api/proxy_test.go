@@ -19,7 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -55,7 +58,7 @@ func startUpstream(t testing.TB) *upstream {
 // the peer.
 func startProxy(t testing.TB, upstreamURL string, opts api.ProxyOptions) *httptest.Server {
 	t.Helper()
-	sys := startSystem(t)
+	sys := actorstest.StartSystem(t, actors.Config{})
 	u, err := url.Parse(upstreamURL)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +82,7 @@ func startProxy(t testing.TB, upstreamURL string, opts api.ProxyOptions) *httpte
 	return srv
 }
 
-func proxyGet(t testing.TB, srv *httptest.Server, path string, hdr map[string]string) response {
+func proxyGet(t testing.TB, srv *httptest.Server, path string, hdr map[string]string) apitest.Response {
 	t.Helper()
 	req, _ := http.NewRequest("GET", srv.URL+path, nil)
 	for k, v := range hdr {
@@ -91,7 +94,7 @@ func proxyGet(t testing.TB, srv *httptest.Server, path string, hdr map[string]st
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return apitest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
 func TestProxyLimitsBeforeTheUpstream(t *testing.T) {
@@ -101,23 +104,23 @@ func TestProxyLimitsBeforeTheUpstream(t *testing.T) {
 	for i := range 5 {
 		r := proxyGet(t, srv, "/page", map[string]string{"X-Test-Client": "203.0.113.7"})
 		switch {
-		case i < 3 && (r.status != 200 || r.header.Get("X-Upstream") != "yes" || r.header.Get("RateLimit") == ""):
-			t.Fatalf("request %d: got %d %s, want 200 from the upstream with RateLimit", i+1, r.status, r.body)
-		case i >= 3 && (r.status != 413 || r.header.Get("Retry-After") == "" || r.header.Get("X-Upstream") != ""):
-			t.Fatalf("request %d: got %d %s, want 413 with Retry-After, not from the upstream", i+1, r.status, r.body)
+		case i < 3 && (r.Status != 200 || r.Header.Get("X-Upstream") != "yes" || r.Header.Get("RateLimit") == ""):
+			t.Fatalf("request %d: got %d %s, want 200 from the upstream with RateLimit", i+1, r.Status, r.Body)
+		case i >= 3 && (r.Status != 413 || r.Header.Get("Retry-After") == "" || r.Header.Get("X-Upstream") != ""):
+			t.Fatalf("request %d: got %d %s, want 413 with Retry-After, not from the upstream", i+1, r.Status, r.Body)
 		}
 	}
 	if got := up.hits.Load(); got != 3 {
 		t.Fatalf("the upstream saw %d requests, want 3", got)
 	}
-	var d decisionBody
-	decodeStrict(t, proxyGet(t, srv, "/page", map[string]string{"X-Test-Client": "203.0.113.7"}).body, &d)
+	var d apitest.DecisionBody
+	apitest.DecodeStrict(t, proxyGet(t, srv, "/page", map[string]string{"X-Test-Client": "203.0.113.7"}).Body, &d)
 	if d.Allowed || d.Count != 3 || d.Limit != 3 || d.ID != "203.0.113.7" {
 		t.Fatalf("denial body: got %+v, want count 3 of 3 for 203.0.113.7", d)
 	}
 	// Another client has its own budget.
-	if r := proxyGet(t, srv, "/page", map[string]string{"X-Test-Client": "198.51.100.1"}); r.status != 200 {
-		t.Fatalf("another client: got %d, want 200", r.status)
+	if r := proxyGet(t, srv, "/page", map[string]string{"X-Test-Client": "198.51.100.1"}); r.Status != 200 {
+		t.Fatalf("another client: got %d, want 200", r.Status)
 	}
 }
 
@@ -171,8 +174,8 @@ func TestProxyLayersAllOrNothing(t *testing.T) {
 		{"b", 413}, {"c", 413},
 	}
 	for i, s := range steps {
-		if r := proxyGet(t, srv, "/", map[string]string{"X-Test-Client": s.client}); r.status != s.status {
-			t.Fatalf("step %d (%s): got %d %s, want %d", i, s.client, r.status, r.body, s.status)
+		if r := proxyGet(t, srv, "/", map[string]string{"X-Test-Client": s.client}); r.Status != s.status {
+			t.Fatalf("step %d (%s): got %d %s, want %d", i, s.client, r.Status, r.Body, s.status)
 		}
 	}
 	if got := up.hits.Load(); got != 3 {
@@ -193,27 +196,27 @@ func TestProxyURLRules(t *testing.T) {
 	srv := startProxy(t, up.URL, api.ProxyOptions{Rules: st})
 	key := func(k string) map[string]string { return map[string]string{"X-API-Key": k} }
 	for i, want := range []int{200, 200, 413} {
-		if r := proxyGet(t, srv, "/api/items", key("k1")); r.status != want {
-			t.Fatalf("k1 request %d: got %d, want %d", i, r.status, want)
+		if r := proxyGet(t, srv, "/api/items", key("k1")); r.Status != want {
+			t.Fatalf("k1 request %d: got %d, want %d", i, r.Status, want)
 		}
 	}
-	if r := proxyGet(t, srv, "/API/items", key("k2")); r.status != 200 {
-		t.Fatalf("k2 (its own budget; prefix matched case-insensitively): got %d, want 200", r.status)
+	if r := proxyGet(t, srv, "/API/items", key("k2")); r.Status != 200 {
+		t.Fatalf("k2 (its own budget; prefix matched case-insensitively): got %d, want 200", r.Status)
 	}
 	for range 3 {
-		if r := proxyGet(t, srv, "/elsewhere", key("k1")); r.status != 200 {
-			t.Fatalf("a path no rule matches: got %d, want 200", r.status)
+		if r := proxyGet(t, srv, "/elsewhere", key("k1")); r.Status != 200 {
+			t.Fatalf("a path no rule matches: got %d, want 200", r.Status)
 		}
-		if r := proxyGet(t, srv, "/watch", nil); r.status != 200 {
-			t.Fatalf("a shadow rule: got %d, want 200", r.status)
+		if r := proxyGet(t, srv, "/watch", nil); r.Status != 200 {
+			t.Fatalf("a shadow rule: got %d, want 200", r.Status)
 		}
 	}
 	// Deleting the rule lifts it at once.
 	if _, err := st.Delete("api"); err != nil {
 		t.Fatal(err)
 	}
-	if r := proxyGet(t, srv, "/api/items", key("k1")); r.status != 200 {
-		t.Fatalf("after deleting the rule: got %d, want 200", r.status)
+	if r := proxyGet(t, srv, "/api/items", key("k1")); r.Status != 200 {
+		t.Fatalf("after deleting the rule: got %d, want 200", r.Status)
 	}
 }
 
@@ -228,14 +231,14 @@ func TestProxyUpstreamDown(t *testing.T) {
 	srv := startProxy(t, dead, api.ProxyOptions{PerClient: &table.Policy{Scale: time.Hour, Limit: 2}})
 	for i, want := range []int{502, 502, 413} {
 		r := proxyGet(t, srv, "/", map[string]string{"X-Test-Client": "x"})
-		if r.status != want {
-			t.Fatalf("request %d: got %d %s, want %d", i, r.status, r.body, want)
+		if r.Status != want {
+			t.Fatalf("request %d: got %d %s, want %d", i, r.Status, r.Body, want)
 		}
 		if want == 502 {
-			var e errorBody
-			decodeStrict(t, r.body, &e)
+			var e apitest.ErrorBody
+			apitest.DecodeStrict(t, r.Body, &e)
 			if !strings.Contains(e.Error, "upstream") {
-				t.Fatalf("502 body %q does not name the upstream", r.body)
+				t.Fatalf("502 body %q does not name the upstream", r.Body)
 			}
 		}
 	}
@@ -277,7 +280,7 @@ func TestProxyExactUnderLoad(t *testing.T) {
 	for c := range 8 {
 		wg.Go(func() {
 			for range 40 {
-				switch proxyGet(t, srv, "/", map[string]string{"X-Test-Client": fmt.Sprint("c", c)}).status {
+				switch proxyGet(t, srv, "/", map[string]string{"X-Test-Client": fmt.Sprint("c", c)}).Status {
 				case 200:
 					ok.Add(1)
 				case 413:
@@ -294,7 +297,7 @@ func TestProxyExactUnderLoad(t *testing.T) {
 
 func TestProxyOptions(t *testing.T) {
 	t.Parallel()
-	sys := startSystem(t)
+	sys := actorstest.StartSystem(t, actors.Config{})
 	u, _ := url.Parse("http://127.0.0.1:1")
 	for name, opts := range map[string]api.ProxyOptions{
 		"no upstream":   {},
@@ -329,7 +332,7 @@ func BenchmarkProxy(b *testing.B) {
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256},
 	})
 	defer bare.Close()
-	sys := startSystem(b)
+	sys := actorstest.StartSystem(b, actors.Config{})
 	m := api.NewMetrics()
 	h, err := api.NewProxy(sys, api.ProxyOptions{
 		Upstream:  u,
@@ -369,7 +372,7 @@ func BenchmarkProxy(b *testing.B) {
 func TestProxyBadInput(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
-	sys := startSystem(t)
+	sys := actorstest.StartSystem(t, actors.Config{})
 	u, _ := url.Parse(up.URL)
 	h, err := api.NewProxy(sys, api.ProxyOptions{Upstream: u, PerClient: &table.Policy{Scale: time.Hour, Limit: 1000}, PerHost: &table.Policy{Scale: time.Hour, Limit: 1000}})
 	if err != nil {

@@ -6,16 +6,18 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
 func TestRefund(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
 	m := api.NewMetrics()
-	srv := startServer(t, sys, api.Options{Metrics: m, Rules: newStore(t,
+	srv := apitest.StartServer(t, sys, api.Options{Metrics: m, Rules: apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 3}},
 		rules.Rule{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 5}},
 	)})
@@ -24,11 +26,11 @@ func TestRefund(t *testing.T) {
 		path       string
 		query      string // GET query or POST body
 		wantStatus int
-		want       ruleDecision
+		want       apitest.RuleDecision
 		wantRetry  string
 	}
-	d := func(allowed bool, id, rule string, count, limit, resetMs, retryMs int64) ruleDecision {
-		return ruleDecision{Allowed: allowed, ID: id, Rule: rule, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs, RetryAfterMs: retryMs}
+	d := func(allowed bool, id, rule string, count, limit, resetMs, retryMs int64) apitest.RuleDecision {
+		return apitest.RuleDecision{Allowed: allowed, ID: id, Rule: rule, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs, RetryAfterMs: retryMs}
 	}
 	tests := []struct {
 		name  string
@@ -68,19 +70,19 @@ func TestRefund(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			for i, s := range tt.steps {
-				var r response
+				var r apitest.Response
 				if s.method == "GET" {
-					r = do(t, http.DefaultClient, "GET", srv.URL+s.path+"?"+s.query, "")
+					r = apitest.Do(t, http.DefaultClient, "GET", srv.URL+s.path+"?"+s.query, "")
 				} else {
-					r = do(t, http.DefaultClient, "POST", srv.URL+s.path, s.query)
+					r = apitest.Do(t, http.DefaultClient, "POST", srv.URL+s.path, s.query)
 				}
-				if r.status != s.wantStatus {
-					t.Fatalf("step %d %s %s: got status %d, want %d; body %s", i, s.path, s.query, r.status, s.wantStatus, r.body)
+				if r.Status != s.wantStatus {
+					t.Fatalf("step %d %s %s: got status %d, want %d; body %s", i, s.path, s.query, r.Status, s.wantStatus, r.Body)
 				}
 				if got := ruleDecisionOf(t, r); got != s.want {
 					t.Errorf("step %d %s %s: got %+v, want %+v", i, s.path, s.query, got, s.want)
 				}
-				wantHeaders(t, r, map[string]string{"Retry-After": s.wantRetry})
+				apitest.WantHeaders(t, r, map[string]string{"Retry-After": s.wantRetry})
 			}
 		})
 	}
@@ -95,33 +97,33 @@ func TestRefund(t *testing.T) {
 // TestRefundErrors checks the 400s of /refund word for word.
 func TestRefundErrors(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{})
 	const hitsRule = "hits: must be negative on a refund: the hits to give back, e.g. -3"
 	tests := []struct {
 		method, query string
-		want          errorBody
+		want          apitest.ErrorBody
 	}{
-		{"GET", "id=a&scale=1m&limit=3&hits=3", errorBody{hitsRule, "hits"}},
-		{"GET", "id=a&scale=1m&limit=3", errorBody{hitsRule, "hits"}},
-		{"GET", "id=a&scale=1m&limit=3&hits=0", errorBody{hitsRule, "hits"}},
-		{"POST", `{"id":"a","scale":"1m","limit":3,"hits":3}`, errorBody{hitsRule, "hits"}},
-		{"POST", `{"id":"a","scale":"1m","limit":3}`, errorBody{hitsRule, "hits"}},
-		{"POST", `[{"id":"a","scale":"1m","limit":3,"hits":-1}]`, errorBody{"body: must be a JSON object", "body"}},
-		{"GET", "id=a&rule=x&hits=-1", errorBody{"rule: no rules are configured", "rule"}},
+		{"GET", "id=a&scale=1m&limit=3&hits=3", apitest.ErrorBody{Error: hitsRule, Field: "hits"}},
+		{"GET", "id=a&scale=1m&limit=3", apitest.ErrorBody{Error: hitsRule, Field: "hits"}},
+		{"GET", "id=a&scale=1m&limit=3&hits=0", apitest.ErrorBody{Error: hitsRule, Field: "hits"}},
+		{"POST", `{"id":"a","scale":"1m","limit":3,"hits":3}`, apitest.ErrorBody{Error: hitsRule, Field: "hits"}},
+		{"POST", `{"id":"a","scale":"1m","limit":3}`, apitest.ErrorBody{Error: hitsRule, Field: "hits"}},
+		{"POST", `[{"id":"a","scale":"1m","limit":3,"hits":-1}]`, apitest.ErrorBody{Error: "body: must be a JSON object", Field: "body"}},
+		{"GET", "id=a&rule=x&hits=-1", apitest.ErrorBody{Error: "rule: no rules are configured", Field: "rule"}},
 	}
 	for _, tt := range tests {
-		var r response
+		var r apitest.Response
 		if tt.method == "GET" {
-			r = do(t, http.DefaultClient, "GET", srv.URL+"/refund?"+tt.query, "")
+			r = apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/refund?"+tt.query, "")
 		} else {
-			r = do(t, http.DefaultClient, "POST", srv.URL+"/refund", tt.query)
+			r = apitest.Do(t, http.DefaultClient, "POST", srv.URL+"/refund", tt.query)
 		}
-		var got errorBody
-		if r.status != 400 {
-			t.Errorf("%s %s: got status %d, want 400; body %s", tt.method, tt.query, r.status, r.body)
+		var got apitest.ErrorBody
+		if r.Status != 400 {
+			t.Errorf("%s %s: got status %d, want 400; body %s", tt.method, tt.query, r.Status, r.Body)
 			continue
 		}
-		decodeStrict(t, r.body, &got)
+		apitest.DecodeStrict(t, r.Body, &got)
 		if got != tt.want {
 			t.Errorf("%s %s: got %+v, want %+v", tt.method, tt.query, got, tt.want)
 		}
@@ -132,15 +134,15 @@ func TestRefundErrors(t *testing.T) {
 // absolute value of hits.
 func TestRefundCheckerErrors(t *testing.T) {
 	t.Parallel()
-	f := &fakeChecker{err: actors.ErrStopped}
-	srv := startServer(t, f, api.Options{})
-	r := do(t, http.DefaultClient, "GET", srv.URL+"/refund?id=a&scale=1s&limit=3&hits=-2", "")
-	if r.status != 503 {
-		t.Errorf("got status %d, want 503; body %s", r.status, r.body)
+	f := &apitest.FakeChecker{Err: actors.ErrStopped}
+	srv := apitest.StartServer(t, f, api.Options{})
+	r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/refund?id=a&scale=1s&limit=3&hits=-2", "")
+	if r.Status != 503 {
+		t.Errorf("got status %d, want 503; body %s", r.Status, r.Body)
 	}
-	wantHeaders(t, r, map[string]string{"Retry-After": "1"})
+	apitest.WantHeaders(t, r, map[string]string{"Retry-After": "1"})
 	want := table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 3}, Hits: 2}
-	if got := f.requests(); len(got) != 1 || got[0] != want {
+	if got := f.Requests(); len(got) != 1 || got[0] != want {
 		t.Errorf("got requests %+v, want [%+v]", got, want)
 	}
 }

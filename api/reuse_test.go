@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -18,7 +19,7 @@ import (
 // the handler reuses.
 func TestBatchMemoryReuse(t *testing.T) {
 	t.Parallel()
-	f := &fakeChecker{d: table.Decision{Allowed: true, Count: 1, Limit: 5, Remaining: 4}}
+	f := &apitest.FakeChecker{D: table.Decision{Allowed: true, Count: 1, Limit: 5, Remaining: 4}}
 	h, err := api.NewHandler(f, api.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -52,20 +53,20 @@ func TestBatchMemoryReuse(t *testing.T) {
 		if tt.n > 0 {
 			body, ids = batch(tt.name+"-", tt.n)
 		}
-		before := len(f.requests())
+		before := len(f.Requests())
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/check_rate", strings.NewReader(body)))
-		sent := f.requests()[before:]
+		sent := f.Requests()[before:]
 		if tt.n == 0 {
-			var e errorBody
-			decodeStrict(t, rec.Body.Bytes(), &e)
+			var e apitest.ErrorBody
+			apitest.DecodeStrict(t, rec.Body.Bytes(), &e)
 			if rec.Code != http.StatusBadRequest || e.Field != tt.wantField || len(sent) != 0 {
 				t.Errorf("%s: got status %d, field %q and %d checks sent, want 400, %q and none", tt.name, rec.Code, e.Field, len(sent), tt.wantField)
 			}
 			continue
 		}
-		var b batchBody
-		decodeStrict(t, rec.Body.Bytes(), &b)
+		var b apitest.BatchBody
+		apitest.DecodeStrict(t, rec.Body.Bytes(), &b)
 		if rec.Code != http.StatusOK || len(b.Checks) != tt.n || len(sent) != tt.n {
 			t.Fatalf("%s: got status %d, %d answers and %d checks sent, want 200 and %d", tt.name, rec.Code, len(b.Checks), len(sent), tt.n)
 		}

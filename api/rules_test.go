@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -18,7 +20,7 @@ type ruleStep struct {
 	method     string
 	query      string // GET query, or POST body
 	wantStatus int
-	want       ruleDecision
+	want       apitest.RuleDecision
 	wantRetry  string // Retry-After; "" for none
 	wantPolicy string
 }
@@ -26,39 +28,39 @@ type ruleStep struct {
 func runRuleSteps(t *testing.T, srvURL string, steps []ruleStep) {
 	t.Helper()
 	for i, s := range steps {
-		var r response
+		var r apitest.Response
 		if s.method == http.MethodGet {
-			r = do(t, http.DefaultClient, s.method, srvURL+"/check_rate?"+s.query, "")
+			r = apitest.Do(t, http.DefaultClient, s.method, srvURL+"/check_rate?"+s.query, "")
 		} else {
-			r = do(t, http.DefaultClient, s.method, srvURL+"/check_rate", s.query)
+			r = apitest.Do(t, http.DefaultClient, s.method, srvURL+"/check_rate", s.query)
 		}
-		if r.status != s.wantStatus {
-			t.Fatalf("step %d %s %s: got status %d, want %d; body %s", i, s.method, s.query, r.status, s.wantStatus, r.body)
+		if r.Status != s.wantStatus {
+			t.Fatalf("step %d %s %s: got status %d, want %d; body %s", i, s.method, s.query, r.Status, s.wantStatus, r.Body)
 		}
-		var got ruleDecision
-		decodeStrict(t, r.body, &got)
+		var got apitest.RuleDecision
+		apitest.DecodeStrict(t, r.Body, &got)
 		if got != s.want {
 			t.Errorf("step %d %s %s: got %+v, want %+v", i, s.method, s.query, got, s.want)
 		}
-		wantHeaders(t, r, map[string]string{"Retry-After": s.wantRetry, "RateLimit-Policy": s.wantPolicy})
+		apitest.WantHeaders(t, r, map[string]string{"Retry-After": s.wantRetry, "RateLimit-Policy": s.wantPolicy})
 	}
 }
 
 func TestCheckByRule(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{})
-	st := newStore(t,
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	st := apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
 		rules.Rule{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 2}},
 		rules.Rule{Name: "closed", Policy: table.Policy{Scale: time.Second, Limit: 0}},
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
 	)
-	srv := startServer(t, sys, api.Options{Rules: st})
-	ok := func(id, rule string, count, limit, resetMs int64) ruleDecision {
-		return ruleDecision{Allowed: true, ID: id, Rule: rule, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs}
+	srv := apitest.StartServer(t, sys, api.Options{Rules: st})
+	ok := func(id, rule string, count, limit, resetMs int64) apitest.RuleDecision {
+		return apitest.RuleDecision{Allowed: true, ID: id, Rule: rule, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs}
 	}
-	no := func(id, rule string, count, limit, resetMs, retryMs int64) ruleDecision {
-		return ruleDecision{ID: id, Rule: rule, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs, RetryAfterMs: retryMs}
+	no := func(id, rule string, count, limit, resetMs, retryMs int64) apitest.RuleDecision {
+		return apitest.RuleDecision{ID: id, Rule: rule, Count: count, Limit: limit, Remaining: limit - count, ResetMs: resetMs, RetryAfterMs: retryMs}
 	}
 	shadowNo := no("s", "watch", 1, 1, 60000, 60000)
 	shadowNo.Allowed, shadowNo.ShadowDenied = true, true
@@ -100,41 +102,41 @@ func TestCheckByRule(t *testing.T) {
 // TestCheckByRuleErrors checks the 400s of checks by rule, word for word.
 func TestCheckByRuleErrors(t *testing.T) {
 	t.Parallel()
-	sys := startSystem(t)
-	withRules := startServer(t, sys, api.Options{Rules: newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})})
-	emptyRules := startServer(t, sys, api.Options{Rules: newStore(t)})
-	noRules := startServer(t, sys, api.Options{})
+	sys := actorstest.StartSystem(t, actors.Config{})
+	withRules := apitest.StartServer(t, sys, api.Options{Rules: apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})})
+	emptyRules := apitest.StartServer(t, sys, api.Options{Rules: apitest.NewStore(t)})
+	noRules := apitest.StartServer(t, sys, api.Options{})
 	tests := []struct {
 		name   string
 		srv    string
 		method string
 		query  string // or body
-		want   errorBody
+		want   apitest.ErrorBody
 	}{
-		{"rule and scale", withRules.URL, "GET", "id=a&rule=login&scale=1s", errorBody{"scale: must not be given with rule: it comes from the rule", "scale"}},
-		{"rule and limit", withRules.URL, "POST", `{"id":"a","rule":"login","limit":3}`, errorBody{"limit: must not be given with rule: it comes from the rule", "limit"}},
-		{"rule and algorithm", withRules.URL, "GET", "id=a&algorithm=token_bucket&rule=login", errorBody{"algorithm: must not be given with rule: it comes from the rule", "algorithm"}},
-		{"rule and burst", withRules.URL, "GET", "id=a&rule=login&burst=3", errorBody{"burst: must not be given with rule: it comes from the rule", "burst"}},
-		{"unknown rule", withRules.URL, "GET", "id=a&rule=logout", errorBody{"rule: is not a configured rule", "rule"}},
-		{"unknown rule post", withRules.URL, "POST", `{"id":"a","rule":"logout"}`, errorBody{"rule: is not a configured rule", "rule"}},
-		{"empty store", emptyRules.URL, "GET", "id=a&rule=login", errorBody{"rule: is not a configured rule", "rule"}},
-		{"no store", noRules.URL, "GET", "id=a&rule=login", errorBody{"rule: no rules are configured", "rule"}},
-		{"no store batch", noRules.URL, "POST", `[{"id":"a","scale":1000,"limit":1},{"id":"a","rule":"login"}]`, errorBody{"checks[1].rule: no rules are configured", "checks[1].rule"}},
+		{"rule and scale", withRules.URL, "GET", "id=a&rule=login&scale=1s", apitest.ErrorBody{Error: "scale: must not be given with rule: it comes from the rule", Field: "scale"}},
+		{"rule and limit", withRules.URL, "POST", `{"id":"a","rule":"login","limit":3}`, apitest.ErrorBody{Error: "limit: must not be given with rule: it comes from the rule", Field: "limit"}},
+		{"rule and algorithm", withRules.URL, "GET", "id=a&algorithm=token_bucket&rule=login", apitest.ErrorBody{Error: "algorithm: must not be given with rule: it comes from the rule", Field: "algorithm"}},
+		{"rule and burst", withRules.URL, "GET", "id=a&rule=login&burst=3", apitest.ErrorBody{Error: "burst: must not be given with rule: it comes from the rule", Field: "burst"}},
+		{"unknown rule", withRules.URL, "GET", "id=a&rule=logout", apitest.ErrorBody{Error: "rule: is not a configured rule", Field: "rule"}},
+		{"unknown rule post", withRules.URL, "POST", `{"id":"a","rule":"logout"}`, apitest.ErrorBody{Error: "rule: is not a configured rule", Field: "rule"}},
+		{"empty store", emptyRules.URL, "GET", "id=a&rule=login", apitest.ErrorBody{Error: "rule: is not a configured rule", Field: "rule"}},
+		{"no store", noRules.URL, "GET", "id=a&rule=login", apitest.ErrorBody{Error: "rule: no rules are configured", Field: "rule"}},
+		{"no store batch", noRules.URL, "POST", `[{"id":"a","scale":1000,"limit":1},{"id":"a","rule":"login"}]`, apitest.ErrorBody{Error: "checks[1].rule: no rules are configured", Field: "checks[1].rule"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var r response
+			var r apitest.Response
 			if tt.method == "GET" {
-				r = do(t, http.DefaultClient, "GET", tt.srv+"/check_rate?"+tt.query, "")
+				r = apitest.Do(t, http.DefaultClient, "GET", tt.srv+"/check_rate?"+tt.query, "")
 			} else {
-				r = do(t, http.DefaultClient, "POST", tt.srv+"/check_rate", tt.query)
+				r = apitest.Do(t, http.DefaultClient, "POST", tt.srv+"/check_rate", tt.query)
 			}
-			if r.status != http.StatusBadRequest {
-				t.Fatalf("got status %d, want 400; body %s", r.status, r.body)
+			if r.Status != http.StatusBadRequest {
+				t.Fatalf("got status %d, want 400; body %s", r.Status, r.Body)
 			}
-			var got errorBody
-			decodeStrict(t, r.body, &got)
+			var got apitest.ErrorBody
+			apitest.DecodeStrict(t, r.Body, &got)
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
@@ -146,41 +148,43 @@ func TestCheckByRuleErrors(t *testing.T) {
 // the second check sees the change, and the counts carry over.
 func TestRuleChangeSeenAtOnce(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{})
-	st := newStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Minute, Limit: 1}})
-	srv := startServer(t, sys, api.Options{Rules: st})
-	get := func() response { return do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&rule=api", "") }
-	if r := get(); r.status != 200 {
-		t.Fatalf("first check: got status %d, want 200", r.status)
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	st := apitest.NewStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Minute, Limit: 1}})
+	srv := apitest.StartServer(t, sys, api.Options{Rules: st})
+	get := func() apitest.Response {
+		return apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&rule=api", "")
 	}
-	if r := get(); r.status != 413 {
-		t.Fatalf("second check: got status %d, want 413", r.status)
+	if r := get(); r.Status != 200 {
+		t.Fatalf("first check: got status %d, want 200", r.Status)
+	}
+	if r := get(); r.Status != 413 {
+		t.Fatalf("second check: got status %d, want 413", r.Status)
 	}
 	if _, err := st.Put(rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Minute, Limit: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []int{200, 200, 413} {
 		r := get()
-		if d := ruleDecisionOf(t, r); r.status != want || d.Limit != 3 || d.Count != min(int64(i)+2, 3) {
-			t.Errorf("after Put, check %d: got status %d %+v, want %d at limit 3 with count %d", i, r.status, d, want, min(i+2, 3))
+		if d := ruleDecisionOf(t, r); r.Status != want || d.Limit != 3 || d.Count != min(int64(i)+2, 3) {
+			t.Errorf("after Put, check %d: got status %d %+v, want %d at limit 3 with count %d", i, r.Status, d, want, min(i+2, 3))
 		}
 	}
 	if _, err := st.Delete("api"); err != nil {
 		t.Fatal(err)
 	}
 	r := get()
-	var e errorBody
-	decodeStrict(t, r.body, &e)
-	if r.status != 400 || e != (errorBody{"rule: is not a configured rule", "rule"}) {
-		t.Errorf("after Delete: got status %d %+v, want 400 unknown rule", r.status, e)
+	var e apitest.ErrorBody
+	apitest.DecodeStrict(t, r.Body, &e)
+	if r.Status != 400 || e != (apitest.ErrorBody{Error: "rule: is not a configured rule", Field: "rule"}) {
+		t.Errorf("after Delete: got status %d %+v, want 400 unknown rule", r.Status, e)
 	}
 }
 
 // ruleDecisionOf decodes a check by rule.
-func ruleDecisionOf(t testing.TB, r response) ruleDecision {
+func ruleDecisionOf(t testing.TB, r apitest.Response) apitest.RuleDecision {
 	t.Helper()
-	var d ruleDecision
-	decodeStrict(t, r.body, &d)
+	var d apitest.RuleDecision
+	apitest.DecodeStrict(t, r.Body, &d)
 	return d
 }
 
@@ -188,56 +192,56 @@ func ruleDecisionOf(t testing.TB, r response) ruleDecision {
 // answered 503 with Retry-After, counted as "full", and consumes nothing.
 func TestFull(t *testing.T) {
 	t.Parallel()
-	sys, clk := startClocked(t, actors.Config{MaxBuckets: 2})
+	sys, clk := actorstest.StartClocked(t, actors.Config{MaxBuckets: 2})
 	m := api.NewMetrics()
-	srv := startServer(t, sys, api.Options{Metrics: m, Rules: newStore(t,
+	srv := apitest.StartServer(t, sys, api.Options{Metrics: m, Rules: apitest.NewStore(t,
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: 10 * time.Second, Limit: 5}, Shadow: true})})
-	get := func(id string) response {
-		return do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?scale=10s&limit=5&id="+id, "")
+	get := func(id string) apitest.Response {
+		return apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?scale=10s&limit=5&id="+id, "")
 	}
 	for _, id := range []string{"a", "b"} {
-		if r := get(id); r.status != 200 {
-			t.Fatalf("id %s: got status %d, want 200; body %s", id, r.status, r.body)
+		if r := get(id); r.Status != 200 {
+			t.Fatalf("id %s: got status %d, want 200; body %s", id, r.Status, r.Body)
 		}
 	}
 	steps := []struct {
 		name string
-		r    func() response
+		r    func() apitest.Response
 	}{
-		{"GET", func() response { return get("c") }},
-		{"POST", func() response {
-			return do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `{"id":"c","scale":"10s","limit":5}`)
+		{"GET", func() apitest.Response { return get("c") }},
+		{"POST", func() apitest.Response {
+			return apitest.Do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `{"id":"c","scale":"10s","limit":5}`)
 		}},
-		{"batch", func() response {
-			return do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `[{"id":"a","scale":"10s","limit":5},{"id":"c","scale":"10s","limit":5}]`)
+		{"batch", func() apitest.Response {
+			return apitest.Do(t, http.DefaultClient, "POST", srv.URL+"/check_rate", `[{"id":"a","scale":"10s","limit":5},{"id":"c","scale":"10s","limit":5}]`)
 		}},
 	}
 	for _, s := range steps {
 		r := s.r()
-		if r.status != http.StatusServiceUnavailable {
-			t.Fatalf("%s: got status %d, want 503; body %s", s.name, r.status, r.body)
+		if r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("%s: got status %d, want 503; body %s", s.name, r.Status, r.Body)
 		}
-		var e errorBody
-		decodeStrict(t, r.body, &e)
-		if e != (errorBody{"the rate limiter is full (max buckets); retry", ""}) {
+		var e apitest.ErrorBody
+		apitest.DecodeStrict(t, r.Body, &e)
+		if e != (apitest.ErrorBody{Error: "the rate limiter is full (max buckets); retry", Field: ""}) {
 			t.Errorf("%s: got %+v, want the full error", s.name, e)
 		}
 		// Room comes back as buckets expire: the table asks for a retry in 1s.
-		wantHeaders(t, r, map[string]string{"Retry-After": "1", "Content-Type": "application/json"})
+		apitest.WantHeaders(t, r, map[string]string{"Retry-After": "1", "Content-Type": "application/json"})
 	}
 	// A shadow rule never denies, not even when the table is full.
-	r := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=c&rule=watch", "")
-	if d := ruleDecisionOf(t, r); r.status != 200 || !d.Allowed || !d.ShadowDenied {
-		t.Errorf("shadow rule on a full table: got %d %+v, want 200 allowed, shadow_denied", r.status, d)
+	r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=c&rule=watch", "")
+	if d := ruleDecisionOf(t, r); r.Status != 200 || !d.Allowed || !d.ShadowDenied {
+		t.Errorf("shadow rule on a full table: got %d %+v, want 200 allowed, shadow_denied", r.Status, d)
 	}
 	// Nothing was consumed: a spends its second hit, not its third.
-	if d := decision(t, get("a")); d.Count != 2 {
+	if d := apitest.Decision(t, get("a")); d.Count != 2 {
 		t.Errorf("after the full batch: got count %d for a, want 2", d.Count)
 	}
 	// Once the window ends, the buckets expire and make room.
 	clk.Advance(10 * time.Second)
-	if r := get("c"); r.status != 200 {
-		t.Errorf("next window: got status %d, want 200; body %s", r.status, r.body)
+	if r := get("c"); r.Status != 200 {
+		t.Errorf("next window: got status %d, want 200; body %s", r.Status, r.Body)
 	}
 	got := scrape(t, srv.URL)
 	for k, v := range map[string]string{
@@ -260,13 +264,13 @@ func TestFull(t *testing.T) {
 // out a fresh budget.
 func TestReloadsUnderLoadGiveNoDoubleBudget(t *testing.T) {
 	t.Parallel()
-	sys := startSystem(t)
-	login := rules.Rule{Name: "login", Policy: table.Policy{Algorithm: table.FixedWindow, Scale: time.Duration(longScaleSeconds) * time.Second, Limit: 50}}
+	sys := actorstest.StartSystem(t, actors.Config{})
+	login := rules.Rule{Name: "login", Policy: table.Policy{Algorithm: table.FixedWindow, Scale: time.Duration(apitest.LongScaleSeconds) * time.Second, Limit: 50}}
 	st, err := rules.NewStore([]rules.Rule{login})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startServer(t, sys, api.Options{Rules: st})
+	srv := apitest.StartServer(t, sys, api.Options{Rules: st})
 	const clients, each = 8, 40 // 320 tries for a limit of 50
 	var admitted, denied atomic.Int64
 	stop := make(chan struct{})
@@ -291,14 +295,14 @@ func TestReloadsUnderLoadGiveNoDoubleBudget(t *testing.T) {
 	for range clients {
 		wg.Go(func() {
 			for range each {
-				r := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?rule=login&id=victim", "")
-				switch r.status {
+				r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?rule=login&id=victim", "")
+				switch r.Status {
 				case http.StatusOK:
 					admitted.Add(1)
 				case http.StatusRequestEntityTooLarge:
 					denied.Add(1)
 				default:
-					t.Errorf("during reloads: got %d %s", r.status, r.body)
+					t.Errorf("during reloads: got %d %s", r.Status, r.Body)
 				}
 			}
 		})
@@ -319,7 +323,7 @@ func TestReloadsUnderLoadGiveNoDoubleBudget(t *testing.T) {
 	}
 	more := 0
 	for range 20 {
-		if do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?rule=login&id=victim", "").status == http.StatusOK {
+		if apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?rule=login&id=victim", "").Status == http.StatusOK {
 			more++
 		}
 	}

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -63,14 +65,14 @@ func TestIDMustBeUTF8(t *testing.T) {
 		{"admin buckets", "GET", "/buckets?id=%fe%ff", "", true, badUTF8Body},
 	}
 	for _, tt := range tests {
-		var r response
+		var r apitest.Response
 		if tt.admin {
 			r = f.call(t, tt.method, tt.path, tt.body)
 		} else {
-			r = do(t, http.DefaultClient, tt.method, f.public+tt.path, tt.body)
+			r = apitest.Do(t, http.DefaultClient, tt.method, f.public+tt.path, tt.body)
 		}
-		if r.status != http.StatusBadRequest || string(r.body) != tt.want {
-			t.Errorf("%s: got %d %s, want 400 %s", tt.name, r.status, r.body, tt.want)
+		if r.Status != http.StatusBadRequest || string(r.Body) != tt.want {
+			t.Errorf("%s: got %d %s, want 400 %s", tt.name, r.Status, r.Body, tt.want)
 		}
 	}
 	// Nothing was counted: U+FFFD, which the bytes above used to become, has
@@ -82,11 +84,11 @@ func TestIDMustBeUTF8(t *testing.T) {
 		{"GET", "/check_rate?id=%f0%9f%98%80&scale=1000&limit=5", "", "😀"},
 	}
 	for i, v := range valid {
-		r := do(t, http.DefaultClient, v.method, f.public+v.path, v.body)
-		if r.status != http.StatusOK {
-			t.Fatalf("%s %s: got %d %s, want 200", v.method, v.path, r.status, r.body)
+		r := apitest.Do(t, http.DefaultClient, v.method, f.public+v.path, v.body)
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s %s: got %d %s, want 200", v.method, v.path, r.Status, r.Body)
 		}
-		d := decision(t, r)
+		d := apitest.Decision(t, r)
 		if want := int64(i%2 + 1); d.ID != v.id || d.Count != want {
 			t.Errorf("%s %s: got id %q count %d, want %q count %d", v.method, v.path, d.ID, d.Count, v.id, want)
 		}
@@ -99,8 +101,8 @@ func TestIDMustBeUTF8(t *testing.T) {
 // spends its client's budget.
 func TestMiddlewareKeyMustBeUTF8(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{}) // on a whole hour: t=3600
-	st := newStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 2}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
+	sys, _ := actorstest.StartClocked(t, actors.Config{}) // on a whole hour: t=3600
+	st := apitest.NewStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 2}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
 	mw, err := api.Middleware(sys, api.MiddlewareOptions{Rules: st, Policy: table.Policy{Scale: time.Hour, Limit: 5}, KeyFunc: keyHeader})
 	if err != nil {
 		t.Fatal(err)
@@ -109,9 +111,9 @@ func TestMiddlewareKeyMustBeUTF8(t *testing.T) {
 	srv := httptest.NewServer(mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) })))
 	t.Cleanup(srv.Close)
 
-	r := doHeader(t, "GET", srv.URL+"/page", "", "X-Key", "c\xff")
-	if r.status != http.StatusBadRequest || string(r.body) != badUTF8Body {
-		t.Errorf("KeyFunc key not UTF-8: got %d %s, want 400 %s", r.status, r.body, badUTF8Body)
+	r := apitest.DoHeader(t, "GET", srv.URL+"/page", "", "X-Key", "c\xff")
+	if r.Status != http.StatusBadRequest || string(r.Body) != badUTF8Body {
+		t.Errorf("KeyFunc key not UTF-8: got %d %s, want 400 %s", r.Status, r.Body, badUTF8Body)
 	}
 	if got := calls.Load(); got != 0 {
 		t.Errorf("the next handler was called %d times, want 0", got)
@@ -128,11 +130,11 @@ func TestMiddlewareKeyMustBeUTF8(t *testing.T) {
 		{[]string{"X-Key", "d", "X-API-Key", "k\xff"}, 200, `"api";q=2;w=3600`, `"api";r=1;t=3600`}, // another client, its own
 	}
 	for i, s := range steps {
-		r := doHeader(t, "GET", srv.URL+"/api/x", "", s.hdr...)
-		if r.status != s.status {
-			t.Fatalf("step %d: got %d %s, want %d", i, r.status, r.body, s.status)
+		r := apitest.DoHeader(t, "GET", srv.URL+"/api/x", "", s.hdr...)
+		if r.Status != s.status {
+			t.Fatalf("step %d: got %d %s, want %d", i, r.Status, r.Body, s.status)
 		}
-		wantHeaders(t, r, map[string]string{"RateLimit-Policy": s.policy, "RateLimit": s.rl})
+		apitest.WantHeaders(t, r, map[string]string{"RateLimit-Policy": s.policy, "RateLimit": s.rl})
 	}
 	if got := calls.Load(); got != 3 {
 		t.Errorf("the next handler was called %d times, want 3", got)
@@ -145,11 +147,11 @@ func TestMiddlewareKeyMustBeUTF8(t *testing.T) {
 func TestProxyKeyMustBeUTF8(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
-	st := newStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
+	st := apitest.NewStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
 	srv := startProxy(t, up.URL, api.ProxyOptions{Rules: st})
 	r := proxyGet(t, srv, "/api/x", map[string]string{"X-Test-Client": "203.0.113.7\xff"})
-	if want := `{"error":"the client address is unusable","field":""}`; r.status != http.StatusBadRequest || string(r.body) != want {
-		t.Errorf("client key not UTF-8: got %d %s, want 400 %s", r.status, r.body, want)
+	if want := `{"error":"the client address is unusable","field":""}`; r.Status != http.StatusBadRequest || string(r.Body) != want {
+		t.Errorf("client key not UTF-8: got %d %s, want 400 %s", r.Status, r.Body, want)
 	}
 	steps := []struct {
 		client, key string
@@ -162,12 +164,12 @@ func TestProxyKeyMustBeUTF8(t *testing.T) {
 	}
 	for i, s := range steps {
 		r := proxyGet(t, srv, "/api/x", map[string]string{"X-Test-Client": s.client, "X-API-Key": s.key})
-		if r.status != s.status {
-			t.Fatalf("step %d: got %d %s, want %d", i, r.status, r.body, s.status)
+		if r.Status != s.status {
+			t.Fatalf("step %d: got %d %s, want %d", i, r.Status, r.Body, s.status)
 		}
 		if s.id != "" {
-			var d ruleDecision
-			decodeStrict(t, r.body, &d)
+			var d apitest.RuleDecision
+			apitest.DecodeStrict(t, r.Body, &d)
 			if d.ID != s.id || d.Rule != "api" || d.Count != 1 || d.Limit != 1 {
 				t.Errorf("step %d: got %+v, want count 1 of 1 for %q under api", i, d, s.id)
 			}
@@ -183,7 +185,7 @@ func TestProxyKeyMustBeUTF8(t *testing.T) {
 // a *table.FieldError on id (on checks[I].id in a batch).
 func TestSystemRefusesIDsNotUTF8(t *testing.T) {
 	t.Parallel()
-	sys := startSystem(t)
+	sys := actorstest.StartSystem(t, actors.Config{})
 	ctx := context.Background()
 	ok := table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 5}, Hits: 1}
 	bad := ok

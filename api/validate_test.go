@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -16,22 +17,22 @@ import (
 // policy the table refuses is known from its Set, with no request sent.
 func TestCheckerValidates(t *testing.T) {
 	t.Parallel()
-	f := &fakeChecker{err: &table.FieldError{Field: "burst", Message: table.MsgRefill}}
-	store := newStore(t, rules.Rule{Name: "slow", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}})
-	srv := startServer(t, f, api.Options{Rules: store})
+	f := &apitest.FakeChecker{Err: &table.FieldError{Field: "burst", Message: table.MsgRefill}}
+	store := apitest.NewStore(t, rules.Rule{Name: "slow", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}})
+	srv := apitest.StartServer(t, f, api.Options{Rules: store})
 
-	r := do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=8784h&limit=1&algorithm=token_bucket&burst=2", "")
+	r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=8784h&limit=1&algorithm=token_bucket&burst=2", "")
 	const want = `{"error":"burst: burst × scale/limit (the time to refill) must be at most 8784h0m0s","field":"burst"}`
-	if r.status != 400 || string(r.body) != want {
-		t.Errorf("got %d %s, want 400 %s", r.status, r.body, want)
+	if r.Status != 400 || string(r.Body) != want {
+		t.Errorf("got %d %s, want 400 %s", r.Status, r.Body, want)
 	}
 	wantReq := table.Request{ID: "a", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}, Hits: 1}
-	if got := f.requests(); len(got) != 1 || got[0] != wantReq {
+	if got := f.Requests(); len(got) != 1 || got[0] != wantReq {
 		t.Errorf("got requests %+v to the Checker, want exactly %+v", got, wantReq)
 	}
 
-	r = do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&rule=slow", "")
-	if r.status != 400 || len(f.requests()) != 1 {
-		t.Errorf("by rule slow: got %d %s and %d requests to the Checker, want 400 and none more", r.status, r.body, len(f.requests()))
+	r = apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&rule=slow", "")
+	if r.Status != 400 || len(f.Requests()) != 1 {
+		t.Errorf("by rule slow: got %d %s and %d requests to the Checker, want 400 and none more", r.Status, r.Body, len(f.Requests()))
 	}
 }

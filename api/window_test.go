@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -17,19 +19,19 @@ import (
 // lasts and gives nothing once it is over.
 func TestRefundWithWindow(t *testing.T) {
 	t.Parallel()
-	sys, clk := startClocked(t, actors.Config{})
-	srv := startServer(t, sys, api.Options{Rules: newStore(t,
+	sys, clk := actorstest.StartClocked(t, actors.Config{})
+	srv := apitest.StartServer(t, sys, api.Options{Rules: apitest.NewStore(t,
 		rules.Rule{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 10}},
 	)})
-	get := func(path, query string) response {
+	get := func(path, query string) apitest.Response {
 		t.Helper()
-		return do(t, http.DefaultClient, "GET", srv.URL+path+"?"+query, "")
+		return apitest.Do(t, http.DefaultClient, "GET", srv.URL+path+"?"+query, "")
 	}
-	windowOf := func(r response) string {
+	windowOf := func(r apitest.Response) string {
 		t.Helper()
-		w := r.header.Values("Ratelimit-Window")
+		w := r.Header.Values("Ratelimit-Window")
 		if len(w) != 1 {
-			t.Fatalf("check answer: got Ratelimit-Window %q, want one value; body %s", w, r.body)
+			t.Fatalf("check answer: got Ratelimit-Window %q, want one value; body %s", w, r.Body)
 		}
 		return w[0]
 	}
@@ -42,7 +44,7 @@ func TestRefundWithWindow(t *testing.T) {
 			t.Fatalf("%s: got Ratelimit-Window %s, want the window's start %d", alg, win, start)
 		}
 		// In its window, the refund credits.
-		if d := decision(t, get("/refund", q+"&hits=-1&window="+win)); d.Count != 2 {
+		if d := apitest.Decision(t, get("/refund", q+"&hits=-1&window="+win)); d.Count != 2 {
 			t.Fatalf("%s refund in its window: got %+v, want count 2", alg, d)
 		}
 		get("/check_rate", q) // back to 3
@@ -50,11 +52,11 @@ func TestRefundWithWindow(t *testing.T) {
 		clk.Advance(time.Minute)
 		get("/check_rate", q+"&hits=3")
 		r = get("/refund", q+"&hits=-3&window="+win)
-		if r.status != 200 {
-			t.Fatalf("%s late refund: got status %d, want 200; body %s", alg, r.status, r.body)
+		if r.Status != 200 {
+			t.Fatalf("%s late refund: got status %d, want 200; body %s", alg, r.Status, r.Body)
 		}
-		if r := get("/check_rate", q); r.status != 413 {
-			t.Fatalf("%s: after a late refund for the window before, a 4th hit got %d, want 413 (nothing credited)", alg, r.status)
+		if r := get("/check_rate", q); r.Status != 413 {
+			t.Fatalf("%s: after a late refund for the window before, a 4th hit got %d, want 413 (nothing credited)", alg, r.Status)
 		}
 	}
 	// Token bucket: the answer names when the hits have drained; a refund
@@ -71,7 +73,7 @@ func TestRefundWithWindow(t *testing.T) {
 	// A denial and a peek count nothing: no Ratelimit-Window.
 	get("/check_rate", "id=w-d&scale=1m&limit=1")
 	for _, q := range []string{"id=w-d&scale=1m&limit=1", "id=w-d&scale=1m&limit=1&hits=0"} {
-		if w := get("/check_rate", q).header.Values("Ratelimit-Window"); len(w) != 0 {
+		if w := get("/check_rate", q).Header.Values("Ratelimit-Window"); len(w) != 0 {
 			t.Errorf("%s: got Ratelimit-Window %q, want none", q, w)
 		}
 	}
@@ -79,7 +81,7 @@ func TestRefundWithWindow(t *testing.T) {
 
 func TestRefundWindowErrors(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{})
 	const rule = "must be the Ratelimit-Window of the check whose hits are given back: an integer between 1 and 9223372036854775807"
 	for _, tt := range []struct{ method, path, query, field, msg string }{
 		{"GET", "/refund", "id=a&scale=1m&limit=3&hits=-1&window=x", "window", "window: " + rule},
@@ -88,16 +90,16 @@ func TestRefundWindowErrors(t *testing.T) {
 		{"POST", "/refund", `{"id":"a","scale":"1m","limit":3,"hits":-1,"window":"12"}`, "window", "window: " + rule},
 		{"GET", "/check_rate", "id=a&scale=1m&limit=3&window=12", "window", "window: is not a known parameter"},
 	} {
-		var r response
+		var r apitest.Response
 		if tt.method == "GET" {
-			r = do(t, http.DefaultClient, "GET", srv.URL+tt.path+"?"+tt.query, "")
+			r = apitest.Do(t, http.DefaultClient, "GET", srv.URL+tt.path+"?"+tt.query, "")
 		} else {
-			r = do(t, http.DefaultClient, "POST", srv.URL+tt.path, tt.query)
+			r = apitest.Do(t, http.DefaultClient, "POST", srv.URL+tt.path, tt.query)
 		}
-		var got errorBody
-		decodeStrict(t, r.body, &got)
-		if r.status != 400 || got.Field != tt.field || got.Error != tt.msg {
-			t.Errorf("%s %s %s: got %d %+v, want 400 %q on %s", tt.method, tt.path, tt.query, r.status, got, tt.msg, tt.field)
+		var got apitest.ErrorBody
+		apitest.DecodeStrict(t, r.Body, &got)
+		if r.Status != 400 || got.Field != tt.field || got.Error != tt.msg {
+			t.Errorf("%s %s %s: got %d %+v, want 400 %q on %s", tt.method, tt.path, tt.query, r.Status, got, tt.msg, tt.field)
 		}
 	}
 }

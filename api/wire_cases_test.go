@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -21,7 +23,7 @@ import (
 // table for a refill time over table.MaxScale.
 func wireRules(t *testing.T) *rules.Store {
 	t.Helper()
-	return newStore(t,
+	return apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Hour, Limit: 2}},
 		rules.Rule{Name: "slow", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}},
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
@@ -55,12 +57,12 @@ func errorCheckers() []struct {
 
 func TestWireCheck(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
 	h, err := api.NewHandler(sys, api.Options{Rules: wireRules(t), Metrics: api.NewMetrics()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cases []wireCase
+	var cases []apitest.Case
 	for _, b := range badInputs() {
 		target := "/check_rate"
 		if b.path != "" {
@@ -69,13 +71,17 @@ func TestWireCheck(t *testing.T) {
 		if b.query != "" {
 			target += "?" + b.query
 		}
-		cases = append(cases, wireCase{name: b.name, method: b.method, target: target, body: b.body})
+		cases = append(cases, apitest.Case{Name: b.name, Method: b.method, Target: target, Body: b.body})
 	}
-	get := func(name, q string) wireCase { return wireCase{name: name, method: "GET", target: "/check_rate?" + q} }
-	post := func(name, body string) wireCase {
-		return wireCase{name: name, method: "POST", target: "/check_rate", body: body}
+	get := func(name, q string) apitest.Case {
+		return apitest.Case{Name: name, Method: "GET", Target: "/check_rate?" + q}
 	}
-	refund := func(name, q string) wireCase { return wireCase{name: name, method: "GET", target: "/refund?" + q} }
+	post := func(name, body string) apitest.Case {
+		return apitest.Case{Name: name, Method: "POST", Target: "/check_rate", Body: body}
+	}
+	refund := func(name, q string) apitest.Case {
+		return apitest.Case{Name: name, Method: "GET", Target: "/refund?" + q}
+	}
 	ok := `{"id":"ok","scale":1000,"limit":3}`
 	bad := `{"id":"r",` + refill + `}`
 	many := func(first string, n int, last string) string {
@@ -109,8 +115,8 @@ func TestWireCheck(t *testing.T) {
 		get("slow shadow", "id=a&rule=slowwatch"),
 		refund("refill", "id=a&scale=8784h&limit=1&algorithm=token_bucket&burst=2&hits=-1"),
 		refund("slow", "id=a&rule=slow&hits=-1"),
-		wireCase{name: "refund post refill", method: "POST", target: "/refund", body: `{"id":"r",` + refill + `,"hits":-1}`},
-		wireCase{name: "refund post refill then garbage", method: "POST", target: "/refund", body: `{"id":"r",` + refill + `,"hits":-1} x`},
+		apitest.Case{Name: "refund post refill", Method: "POST", Target: "/refund", Body: `{"id":"r",` + refill + `,"hits":-1}`},
+		apitest.Case{Name: "refund post refill then garbage", Method: "POST", Target: "/refund", Body: `{"id":"r",` + refill + `,"hits":-1} x`},
 
 		get("allowed", "id=g&scale=30s&limit=2"),
 		get("allowed again", "id=g&scale=30s&limit=2"),
@@ -138,61 +144,61 @@ func TestWireCheck(t *testing.T) {
 		refund("refund window", "id=g&scale=30s&limit=2&hits=-1&window=1893456000000"),
 		refund("refund old window", "id=g&scale=30s&limit=2&hits=-1&window=1893455970000"),
 
-		wireCase{name: "healthz", method: "GET", target: "/healthz"},
-		wireCase{name: "healthz head", method: "HEAD", target: "/healthz"},
-		wireCase{name: "healthz post", method: "POST", target: "/healthz"},
-		wireCase{name: "check_rate put", method: "PUT", target: "/check_rate"},
-		wireCase{name: "refund delete", method: "DELETE", target: "/refund"},
-		wireCase{name: "metrics post", method: "POST", target: "/metrics"},
-		wireCase{name: "unknown", method: "GET", target: "/nope"},
-		wireCase{name: "unclean", method: "GET", target: "//check_rate?id=a&scale=1s&limit=1"},
-		wireCase{name: "admin path", method: "GET", target: "/rules"},
+		apitest.Case{Name: "healthz", Method: "GET", Target: "/healthz"},
+		apitest.Case{Name: "healthz head", Method: "HEAD", Target: "/healthz"},
+		apitest.Case{Name: "healthz post", Method: "POST", Target: "/healthz"},
+		apitest.Case{Name: "check_rate put", Method: "PUT", Target: "/check_rate"},
+		apitest.Case{Name: "refund delete", Method: "DELETE", Target: "/refund"},
+		apitest.Case{Name: "metrics post", Method: "POST", Target: "/metrics"},
+		apitest.Case{Name: "unknown", Method: "GET", Target: "/nope"},
+		apitest.Case{Name: "unclean", Method: "GET", Target: "//check_rate?id=a&scale=1s&limit=1"},
+		apitest.Case{Name: "admin path", Method: "GET", Target: "/rules"},
 	)
-	runWire(t, "check", h, cases)
+	apitest.Wire(t, "check", h, cases)
 }
 
 func TestWireCheckFull(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{MaxBuckets: 1})
+	sys, _ := actorstest.StartClocked(t, actors.Config{MaxBuckets: 1})
 	h, err := api.NewHandler(sys, api.Options{Rules: wireRules(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runWire(t, "check-full", h, []wireCase{
-		{name: "first", method: "GET", target: "/check_rate?id=a&scale=10s&limit=5"},
-		{name: "full", method: "GET", target: "/check_rate?id=b&scale=10s&limit=5"},
-		{name: "full by rule", method: "GET", target: "/check_rate?id=b&rule=login"},
-		{name: "full shadow", method: "GET", target: "/check_rate?id=b&rule=watch"},
-		{name: "full batch", method: "POST", target: "/check_rate", body: `[{"id":"a","scale":"10s","limit":5},{"id":"c","scale":"1m","limit":5}]`},
-		{name: "full and denied batch", method: "POST", target: "/check_rate", body: `[{"id":"a","scale":"10s","limit":5,"hits":9},{"id":"c","scale":"1m","limit":5}]`},
-		{name: "peek", method: "GET", target: "/check_rate?id=b&scale=10s&limit=5&hits=0"},
+	apitest.Wire(t, "check-full", h, []apitest.Case{
+		{Name: "first", Method: "GET", Target: "/check_rate?id=a&scale=10s&limit=5"},
+		{Name: "full", Method: "GET", Target: "/check_rate?id=b&scale=10s&limit=5"},
+		{Name: "full by rule", Method: "GET", Target: "/check_rate?id=b&rule=login"},
+		{Name: "full shadow", Method: "GET", Target: "/check_rate?id=b&rule=watch"},
+		{Name: "full batch", Method: "POST", Target: "/check_rate", Body: `[{"id":"a","scale":"10s","limit":5},{"id":"c","scale":"1m","limit":5}]`},
+		{Name: "full and denied batch", Method: "POST", Target: "/check_rate", Body: `[{"id":"a","scale":"10s","limit":5,"hits":9},{"id":"c","scale":"1m","limit":5}]`},
+		{Name: "peek", Method: "GET", Target: "/check_rate?id=b&scale=10s&limit=5&hits=0"},
 	})
 }
 
 func TestWireCheckErrors(t *testing.T) {
 	t.Parallel()
-	var cases []wireCase
+	var cases []apitest.Case
 	handlers := map[string]http.Handler{}
 	for _, e := range errorCheckers() {
-		h, err := api.NewHandler(&fakeChecker{err: e.err}, api.Options{Rules: wireRules(t)})
+		h, err := api.NewHandler(&apitest.FakeChecker{Err: e.err}, api.Options{Rules: wireRules(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		handlers[e.name] = h
 		cases = append(cases,
-			wireCase{name: e.name + " check", method: "GET", target: "/check_rate?id=a&scale=1s&limit=1", header: []string{"X-Checker", e.name}},
-			wireCase{name: e.name + " batch", method: "POST", target: "/check_rate", body: `[{"id":"a","scale":1000,"limit":1},{"id":"a","rule":"watch"}]`, header: []string{"X-Checker", e.name}},
-			wireCase{name: e.name + " refund", method: "GET", target: "/refund?id=a&scale=1s&limit=1&hits=-1", header: []string{"X-Checker", e.name}},
+			apitest.Case{Name: e.name + " check", Method: "GET", Target: "/check_rate?id=a&scale=1s&limit=1", Header: []string{"X-Checker", e.name}},
+			apitest.Case{Name: e.name + " batch", Method: "POST", Target: "/check_rate", Body: `[{"id":"a","scale":1000,"limit":1},{"id":"a","rule":"watch"}]`, Header: []string{"X-Checker", e.name}},
+			apitest.Case{Name: e.name + " refund", Method: "GET", Target: "/refund?id=a&scale=1s&limit=1&hits=-1", Header: []string{"X-Checker", e.name}},
 		)
 	}
-	runWire(t, "check-errors", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	apitest.Wire(t, "check-errors", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handlers[r.Header.Get("X-Checker")].ServeHTTP(w, r)
 	}), cases)
 }
 
 func TestWireMiddleware(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
 	store := wireRules(t)
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "next") })
 	key := func(r *http.Request) string { return r.Header.Get("X-Client") }
@@ -218,15 +224,15 @@ func TestWireMiddleware(t *testing.T) {
 		}}),
 	}
 	for _, e := range errorCheckers() {
-		mw, err := api.Middleware(&fakeChecker{err: e.err}, api.MiddlewareOptions{Policy: fixed, KeyFunc: key})
+		mw, err := api.Middleware(&apitest.FakeChecker{Err: e.err}, api.MiddlewareOptions{Policy: fixed, KeyFunc: key})
 		if err != nil {
 			t.Fatal(err)
 		}
 		handlers[e.name] = mw(next)
 	}
-	var cases []wireCase
+	var cases []apitest.Case
 	c := func(mw, client, target string) {
-		cases = append(cases, wireCase{name: mw + " " + client + " " + target, method: "GET", target: target, header: []string{"X-Mw", mw, "X-Client", client, "X-Key", "k"}})
+		cases = append(cases, apitest.Case{Name: mw + " " + client + " " + target, Method: "GET", Target: target, Header: []string{"X-Mw", mw, "X-Client", client, "X-Key", "k"}})
 	}
 	for _, mw := range []string{"fixed", "429", "quiet", "ondeny"} {
 		c(mw, "a", "/x")
@@ -245,7 +251,7 @@ func TestWireMiddleware(t *testing.T) {
 	for _, e := range errorCheckers() {
 		c(e.name, "a", "/x")
 	}
-	runWire(t, "middleware", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	apitest.Wire(t, "middleware", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handlers[r.Header.Get("X-Mw")].ServeHTTP(w, r)
 	}), cases)
 }
@@ -257,7 +263,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func TestWireProxy(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
 	up, _ := url.Parse("http://upstream.test")
 	transport := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if r.URL.Path == "/down" {
@@ -284,11 +290,11 @@ func TestWireProxy(t *testing.T) {
 		}),
 	}
 	for _, e := range errorCheckers() {
-		handlers[e.name] = build(&fakeChecker{err: e.err}, api.ProxyOptions{PerClient: &table.Policy{Scale: time.Minute, Limit: 2}})
+		handlers[e.name] = build(&apitest.FakeChecker{Err: e.err}, api.ProxyOptions{PerClient: &table.Policy{Scale: time.Minute, Limit: 2}})
 	}
-	var cases []wireCase
+	var cases []apitest.Case
 	c := func(p, client, host, target string) {
-		cases = append(cases, wireCase{name: p + " " + client + " " + host + " " + target, method: "GET", target: "http://" + host + target, header: []string{"X-P", p, "X-Client", client, "X-Key", "k"}})
+		cases = append(cases, apitest.Case{Name: p + " " + client + " " + host + " " + target, Method: "GET", Target: "http://" + host + target, Header: []string{"X-P", p, "X-Client", client, "X-Key", "k"}})
 	}
 	c("layers", "a", "one.test", "/x")
 	c("layers", "a", "one.test", "/x")
@@ -303,14 +309,14 @@ func TestWireProxy(t *testing.T) {
 	for _, e := range errorCheckers() {
 		c(e.name, "a", "one.test", "/x")
 	}
-	runWire(t, "proxy", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	apitest.Wire(t, "proxy", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handlers[r.Header.Get("X-P")].ServeHTTP(w, r)
 	}), cases)
 }
 
 func TestWireAdmin(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
 	store := wireRules(t)
 	public, err := api.NewHandler(sys, api.Options{Rules: store})
 	if err != nil {
@@ -330,9 +336,9 @@ func TestWireAdmin(t *testing.T) {
 	}
 	handlers := map[string]http.Handler{"public": public, "admin": admin, "bare": bare, "failing": failing}
 	auth := "Bearer " + adminToken
-	var cases []wireCase
+	var cases []apitest.Case
 	c := func(h, method, target, body string, header ...string) {
-		cases = append(cases, wireCase{name: h + " " + method + " " + target, method: method, target: target, body: body, header: append([]string{"X-H", h}, header...)})
+		cases = append(cases, apitest.Case{Name: h + " " + method + " " + target, Method: method, Target: target, Body: body, Header: append([]string{"X-H", h}, header...)})
 	}
 	a := func(method, target, body string) { c("admin", method, target, body, "Authorization", auth) }
 	c("public", "GET", "/check_rate?id=u&rule=login", "")
@@ -401,7 +407,7 @@ func TestWireAdmin(t *testing.T) {
 	c("bare", "POST", "/reset?id=u&scale=1m&limit=5", "", "Authorization", auth)
 	c("failing", "POST", "/reset?id=u&scale=1m&limit=5", "", "Authorization", auth)
 	c("failing", "GET", "/buckets?id=u", "", "Authorization", auth)
-	runWire(t, "admin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	apitest.Wire(t, "admin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handlers[r.Header.Get("X-H")].ServeHTTP(w, r)
 	}), cases)
 }

@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -108,8 +111,8 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			sys, clk := startClocked(t)
-			c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{}).URL})
+			sys, clk := actorstest.StartClocked(t, actors.Config{})
+			c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{}).URL})
 			for i, s := range tt.steps {
 				clk.Advance(s.advance)
 				got, err := c.Check(context.Background(), "alice", tt.limit, s.hits)
@@ -127,7 +130,7 @@ func TestCheck(t *testing.T) {
 // TestCheckDenyStatus429 reads a denial from a service that answers 429.
 func TestCheckDenyStatus429(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{DenyStatus: http.StatusTooManyRequests})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{DenyStatus: http.StatusTooManyRequests})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1}}
 	for i, want := range []bool{true, false} {
@@ -140,12 +143,12 @@ func TestCheckDenyStatus429(t *testing.T) {
 
 func TestCheckRule(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t)
-	store := newStore(t,
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	store := apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
 	)
-	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{Rules: store}).URL})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{Rules: store}).URL})
 	ctx := context.Background()
 	login, watch := client.Limit{Rule: "login"}, client.Limit{Rule: "watch"}
 	minute := time.Minute
@@ -178,9 +181,9 @@ func TestCheckRule(t *testing.T) {
 
 func TestCheckAll(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t)
-	store := newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 5}})
-	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{Rules: store}).URL})
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	store := apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 5}})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{Rules: store}).URL})
 	ctx := context.Background()
 	perMinute := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 1}}
 	perDay := client.Limit{Policy: client.Policy{Scale: 24 * time.Hour, Limit: 10}}
@@ -221,8 +224,8 @@ func TestCheckAll(t *testing.T) {
 
 func TestRefund(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t)
-	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{}).URL})
+	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{}).URL})
 	ctx := context.Background()
 	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
 	if _, err := c.Check(ctx, "carol", l, 4); err != nil {
@@ -250,8 +253,8 @@ func TestRefund(t *testing.T) {
 // wrapping a FieldError that names the field, under either policy.
 func TestInvalid(t *testing.T) {
 	t.Parallel()
-	store := newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})
-	srv := startServer(t, startSystem(t), api.Options{Rules: store})
+	store := apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{Rules: store})
 	ok := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 10}}
 	type call func(ctx context.Context, c *client.Client) error
 	check := func(id string, l client.Limit, hits int64) call {
@@ -323,7 +326,7 @@ func TestEncoding(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var gotID, gotRule, gotBody string
-	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		q := r.URL.Query()
@@ -373,7 +376,7 @@ func TestEncoding(t *testing.T) {
 // an HTTPClient of the caller's.
 func TestBaseURL(t *testing.T) {
 	t.Parallel()
-	h, err := api.NewHandler(startSystem(t), api.Options{})
+	h, err := api.NewHandler(actorstest.StartSystem(t, actors.Config{}), api.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +385,7 @@ func TestBaseURL(t *testing.T) {
 		start func(t *testing.T) client.Options
 	}{
 		{"path prefix", func(t *testing.T) client.Options {
-			srv := serve(t, http.StripPrefix("/rl", h))
+			srv := apitest.Serve(t, http.StripPrefix("/rl", h))
 			return client.Options{BaseURL: srv.URL + "/rl/"}
 		}},
 		{"tls", func(t *testing.T) client.Options {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
 )
@@ -18,7 +20,7 @@ import (
 // connections it accepts.
 func countingServer(t testing.TB) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
-	h, err := api.NewHandler(startSystem(t), api.Options{})
+	h, err := api.NewHandler(actorstest.StartSystem(t, actors.Config{}), api.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

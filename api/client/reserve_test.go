@@ -5,16 +5,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 )
 
 // TestReserveCancel: Cancel gives the hits back in the window they were
 // counted in, and nothing once that window is over.
 func TestReserveCancel(t *testing.T) {
 	t.Parallel()
-	sys, clk := startClocked(t)
-	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{}).URL})
+	sys, clk := actorstest.StartClocked(t, actors.Config{})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{}).URL})
 	ctx := context.Background()
 	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
 
@@ -22,7 +25,7 @@ func TestReserveCancel(t *testing.T) {
 	if err != nil || !r.Allowed || r.Count != 4 {
 		t.Fatalf("reserve 4: got %+v, %v", r, err)
 	}
-	if want := clockStart().UnixMilli(); r.Window != want {
+	if want := actorstest.ClockStart().UnixMilli(); r.Window != want {
 		t.Fatalf("reserve: got window %d, want the window's start %d", r.Window, want)
 	}
 	d, err := r.Cancel(ctx)

@@ -24,11 +24,13 @@ func TestLayout(t *testing.T) {
 		"sweeper":              {[]string{"table"}, []string{"github.com/asynkron/protoactor-go"}},
 		"sweeper/clocktest":    {[]string{"sweeper"}, nil},
 		"actors":               {[]string{"table", "table/journal", "sweeper"}, []string{"github.com/asynkron/protoactor-go"}},
+		"actors/actorstest":    {[]string{"actors", "sweeper/clocktest"}, nil},
 		"api":                  {[]string{"actors", "table", "api/rules", "api/internal/jsonstr"}, []string{"github.com/prometheus/client_golang"}},
 		"api/rules":            {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		"api/clientip":         {nil, nil},
 		"api/client":           {[]string{"table", "api/internal/jsonstr"}, nil},
 		"api/internal/jsonstr": {nil, nil},
+		"api/internal/apitest": {[]string{"api", "api/rules", "table"}, nil},
 		"cmd/ratelimitd":       {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table"}, nil},
 	}
 	root := filepath.Join("..", "..")

@@ -1,4 +1,4 @@
-package api_test
+package apitest
 
 import (
 	"bytes"
@@ -16,38 +16,38 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of the wire tests")
 
-// wireCase is one request of a wire test.
-type wireCase struct {
-	name   string
-	method string
-	target string // path and query
-	body   string
-	header []string // name, value pairs
+// Case is one request of a wire test.
+type Case struct {
+	Name   string
+	Method string
+	Target string // path and query, or a whole URL
+	Body   string
+	Header []string // name, value pairs
 }
 
-// runWire serves the cases with h, one after the other, and compares every
+// Wire serves the cases with h, one after the other, and compares every
 // answer (status, headers but Date, body) with testdata/NAME.golden, so
 // that no byte a client sees can change unnoticed; -update rewrites it.
-func runWire(t *testing.T, name string, h http.Handler, cases []wireCase) {
+func Wire(t *testing.T, name string, h http.Handler, cases []Case) {
 	t.Helper()
 	var out bytes.Buffer
 	for _, c := range cases {
 		var req *http.Request
-		if c.body != "" {
-			req = httptest.NewRequest(c.method, c.target, strings.NewReader(c.body))
+		if c.Body != "" {
+			req = httptest.NewRequest(c.Method, c.Target, strings.NewReader(c.Body))
 		} else {
-			req = httptest.NewRequest(c.method, c.target, nil)
+			req = httptest.NewRequest(c.Method, c.Target, nil)
 		}
-		for i := 0; i+1 < len(c.header); i += 2 {
-			req.Header.Add(c.header[i], c.header[i+1])
+		for i := 0; i+1 < len(c.Header); i += 2 {
+			req.Header.Add(c.Header[i], c.Header[i+1])
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
-		body := c.body
+		body := c.Body
 		if len(body) > 120 {
-			body = body[:120] + "…(" + strconv.Itoa(len(c.body)) + " bytes)"
+			body = body[:120] + "…(" + strconv.Itoa(len(c.Body)) + " bytes)"
 		}
-		fmt.Fprintf(&out, "=== %s\n%s %s %q\n--> %d\n", c.name, c.method, c.target, body, w.Code)
+		fmt.Fprintf(&out, "=== %s\n%s %s %q\n--> %d\n", c.Name, c.Method, c.Target, body, w.Code)
 		keys := make([]string, 0, len(w.Header()))
 		for k := range w.Header() {
 			if k != "Date" {
