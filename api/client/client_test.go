@@ -14,8 +14,8 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
-	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
 	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
@@ -112,7 +112,7 @@ func TestCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			sys, clk := actorstest.StartClocked(t, actors.Config{})
-			c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{}).URL})
+			c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{}).URL})
 			for i, s := range tt.steps {
 				clk.Advance(s.advance)
 				got, err := c.Check(context.Background(), "alice", tt.limit, s.hits)
@@ -130,7 +130,7 @@ func TestCheck(t *testing.T) {
 // TestCheckDenyStatus429 reads a denial from a service that answers 429.
 func TestCheckDenyStatus429(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{DenyStatus: http.StatusTooManyRequests})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{DenyStatus: http.StatusTooManyRequests})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1}}
 	for i, want := range []bool{true, false} {
@@ -148,7 +148,7 @@ func TestCheckRule(t *testing.T) {
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
 	)
-	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{Rules: store}).URL})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{Rules: store}).URL})
 	ctx := context.Background()
 	login, watch := client.Limit{Rule: "login"}, client.Limit{Rule: "watch"}
 	minute := time.Minute
@@ -183,7 +183,7 @@ func TestCheckAll(t *testing.T) {
 	t.Parallel()
 	sys, _ := actorstest.StartClocked(t, actors.Config{})
 	store := apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 5}})
-	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{Rules: store}).URL})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{Rules: store}).URL})
 	ctx := context.Background()
 	perMinute := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 1}}
 	perDay := client.Limit{Policy: client.Policy{Scale: 24 * time.Hour, Limit: 10}}
@@ -225,7 +225,7 @@ func TestCheckAll(t *testing.T) {
 func TestRefund(t *testing.T) {
 	t.Parallel()
 	sys, _ := actorstest.StartClocked(t, actors.Config{})
-	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{}).URL})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{}).URL})
 	ctx := context.Background()
 	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
 	if _, err := c.Check(ctx, "carol", l, 4); err != nil {
@@ -254,7 +254,7 @@ func TestRefund(t *testing.T) {
 func TestInvalid(t *testing.T) {
 	t.Parallel()
 	store := apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{Rules: store})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{Rules: store})
 	ok := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 10}}
 	type call func(ctx context.Context, c *client.Client) error
 	check := func(id string, l client.Limit, hits int64) call {
@@ -376,7 +376,7 @@ func TestEncoding(t *testing.T) {
 // an HTTPClient of the caller's.
 func TestBaseURL(t *testing.T) {
 	t.Parallel()
-	h, err := api.NewHandler(actorstest.StartSystem(t, actors.Config{}), api.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

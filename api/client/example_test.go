@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
 )
 
 // Example checks a limit of two hits per hour on a ratelimitd served in
@@ -22,7 +22,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer sys.Stop(ctx)
-	h, err := api.NewHandler(sys, api.Options{})
+	h, err := httpapi.NewHandler(sys, httpapi.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func ExampleClient_Wait() {
 		log.Fatal(err)
 	}
 	defer sys.Stop(ctx)
-	h, err := api.NewHandler(sys, api.Options{})
+	h, err := httpapi.NewHandler(sys, httpapi.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

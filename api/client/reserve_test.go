@@ -7,8 +7,8 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
-	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
 	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestReserveCancel(t *testing.T) {
 	t.Parallel()
 	sys, clk := actorstest.StartClocked(t, actors.Config{})
-	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, api.Options{}).URL})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{}).URL})
 	ctx := context.Background()
 	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
 

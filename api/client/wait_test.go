@@ -12,8 +12,8 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
-	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
 	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 )
 
@@ -27,7 +27,7 @@ func TestWaitPacing(t *testing.T) {
 		rate = 500
 	)
 	sys, clk := actorstest.StartClocked(t, actors.Config{})
-	srv := apitest.StartServer(t, sys, api.Options{})
+	srv := apitest.StartServer(t, sys, httpapi.Options{})
 	c := newClient(t, client.Options{BaseURL: srv.URL, Clock: manualClock{clk}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -74,7 +74,7 @@ func TestWaitPacing(t *testing.T) {
 // hits are admitted in order, and the pace holds (at least 99 ms for 100).
 func TestWaitRealTime(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), api.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	tests := []struct {
 		name    string

@@ -18,20 +18,30 @@ import (
 func TestLayout(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/ratelimitd/ratelimitd/"
+	// A transport speaks one protocol: it may import the seam (api), the
+	// value types (table), the rules and the shared HTTP wire code, never
+	// another transport nor actors.
+	transport := []string{"api", "table", "api/rules", "api/internal/httpwire"}
 	rules := map[string]struct{ ours, theirs []string }{
-		"table":                {nil, []string{"github.com/tidwall/btree"}},
-		"table/journal":        {nil, []string{"github.com/edsrzf/mmap-go"}},
-		"sweeper":              {[]string{"table"}, []string{"github.com/asynkron/protoactor-go"}},
-		"sweeper/clocktest":    {[]string{"sweeper"}, nil},
-		"actors":               {[]string{"table", "table/journal", "sweeper"}, []string{"github.com/asynkron/protoactor-go"}},
-		"actors/actorstest":    {[]string{"actors", "sweeper/clocktest"}, nil},
-		"api":                  {[]string{"actors", "table", "api/rules", "api/internal/jsonstr"}, []string{"github.com/prometheus/client_golang"}},
-		"api/rules":            {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
-		"api/clientip":         {nil, nil},
-		"api/client":           {[]string{"table", "api/internal/jsonstr"}, nil},
-		"api/internal/jsonstr": {nil, nil},
-		"api/internal/apitest": {[]string{"api", "api/rules", "table"}, nil},
-		"cmd/ratelimitd":       {[]string{"actors", "api", "api/clientip", "api/rules", "sweeper", "table"}, nil},
+		"table":                 {nil, []string{"github.com/tidwall/btree"}},
+		"table/journal":         {nil, []string{"github.com/edsrzf/mmap-go"}},
+		"sweeper":               {[]string{"table"}, []string{"github.com/asynkron/protoactor-go"}},
+		"sweeper/clocktest":     {[]string{"sweeper"}, nil},
+		"actors":                {[]string{"table", "table/journal", "sweeper"}, []string{"github.com/asynkron/protoactor-go"}},
+		"actors/actorstest":     {[]string{"actors", "sweeper/clocktest"}, nil},
+		"api":                   {[]string{"table"}, nil},
+		"api/httpapi":           {transport, nil},
+		"api/middleware":        {transport, nil},
+		"api/proxy":             {transport, nil},
+		"api/admin":             {transport, nil},
+		"api/metrics":           {[]string{"api", "api/rules"}, []string{"github.com/prometheus/client_golang"}},
+		"api/rules":             {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
+		"api/clientip":          {nil, nil},
+		"api/client":            {[]string{"table", "api/internal/jsonstr"}, nil},
+		"api/internal/httpwire": {[]string{"api", "api/rules", "table", "api/internal/jsonstr"}, nil},
+		"api/internal/jsonstr":  {nil, nil},
+		"api/internal/apitest":  {[]string{"api", "api/httpapi", "api/rules", "table"}, nil},
+		"cmd/ratelimitd":        {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rules", "sweeper", "table"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}

@@ -50,8 +50,9 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/clientip"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
+	"github.com/ratelimitd/ratelimitd/api/metrics"
 )
 
 // Exit codes of run.
@@ -159,8 +160,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFailure
 		}
 	}
-	metrics := api.NewMetrics()
-	rs, err := startRules(&cfg, log, metrics)
+	prom := metrics.New()
+	rs, err := startRules(&cfg, log, prom)
 	if err != nil {
 		log.Error("cannot load the rules", "err", err)
 		return exitFailure
@@ -172,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SweepInterval: cfg.sweepInterval,
 		BucketTTL:     cfg.bucketTTL,
 		Logger:        log.With("component", "actors"),
-		SweepObserver: metrics,
+		SweepObserver: sweepMetrics{prom},
 
 		DataDir:             cfg.dataDir,
 		JournalSync:         cfg.journalSync,
@@ -194,7 +195,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	// From here on every return path stops sys.
-	metrics.Observe(sys)
+	prom.Observe(metricsStats(sys))
 
 	budget, err := connCaps(&cfg, sys.Stats().Shards, nofile)
 	if err != nil {
@@ -214,11 +215,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.proxy.upstream != "" {
 		// Proxy mode: the public listener proxies everything; metrics are
 		// on the admin listener.
-		handler, err = newProxy(&cfg, log, sys, rs, metrics)
+		handler, err = newProxy(&cfg, log, sys, rs, prom)
 	} else {
-		handler, err = api.NewHandler(sys, api.Options{
+		handler, err = httpapi.NewHandler(sys, httpapi.Options{
 			DenyStatus: cfg.denyStatus,
-			Metrics:    metrics,
+			Metrics:    prom,
 			Logger:     log.With("component", "api"),
 			Rules:      rs.store,
 		})
@@ -228,7 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		stopActors(log, sys, cfg.shutdownTimeout)
 		return exitFailure
 	}
-	admin, err := startAdmin(&cfg, adminToken, budget.maxConns, log, sys, rs, metrics)
+	admin, err := startAdmin(&cfg, adminToken, budget.maxConns, log, sys, rs, prom)
 	if err != nil {
 		log.Error("cannot start the admin API", "err", err)
 		stopActors(log, sys, cfg.shutdownTimeout)
@@ -243,14 +244,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	if log.Enabled(ctx, slog.LevelDebug) {
-		handler = api.AccessLog(log.With("component", "http"), handler)
+		handler = httpapi.AccessLog(log.With("component", "http"), handler)
 	}
 	srv := newServer(handler, log.With("component", "http"))
 	name := "public"
 	if cfg.proxy.upstream != "" {
 		name = "proxy"
 	}
-	capped := limitConns(ln, srv, budget.maxConns, name, log.With("component", "http"), metrics)
+	capped := limitConns(ln, srv, budget.maxConns, name, log.With("component", "http"), prom)
 	log.Info("listening", "addr", ln.Addr().String(), "max_conns", budget.maxConns)
 
 	served := make(chan error, 1)

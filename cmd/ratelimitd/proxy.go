@@ -10,8 +10,9 @@ import (
 	"strings"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/clientip"
+	"github.com/ratelimitd/ratelimitd/api/metrics"
+	"github.com/ratelimitd/ratelimitd/api/proxy"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -57,7 +58,7 @@ func limitFlag(set func(name, usage string, fn func(string) error), p **table.Po
 }
 
 // newProxy builds the limiting reverse proxy of proxy mode.
-func newProxy(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, metrics *api.Metrics) (http.Handler, error) {
+func newProxy(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics) (http.Handler, error) {
 	u, err := url.Parse(cfg.proxy.upstream)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
@@ -66,7 +67,7 @@ func newProxy(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, me
 	if err != nil {
 		return nil, err
 	}
-	return api.NewProxy(sys, api.ProxyOptions{
+	return proxy.New(sys, proxy.Options{
 		Upstream:    u,
 		PerClient:   cfg.proxy.client,
 		PerHost:     cfg.proxy.host,
@@ -75,7 +76,7 @@ func newProxy(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, me
 		ClientKey:   resolver.Key,
 		TrustedPeer: resolver.TrustsPeer,
 		DenyStatus:  cfg.denyStatus,
-		Metrics:     metrics,
+		Metrics:     prom,
 		Logger:      log.With("component", "proxy"),
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -30,11 +31,11 @@ const LongScale = "8784h"
 // LongScaleSeconds is LongScale in seconds, the w= of RateLimit-Policy.
 const LongScaleSeconds = 8784 * 3600
 
-// StartServer serves NewHandler(c, opts) on a loopback listener, closed
+// StartServer serves httpapi.NewHandler(c, opts) on a loopback listener, closed
 // when the test ends.
-func StartServer(t testing.TB, c api.Checker, opts api.Options) *httptest.Server {
+func StartServer(t testing.TB, c api.Checker, opts httpapi.Options) *httptest.Server {
 	t.Helper()
-	h, err := api.NewHandler(c, opts)
+	h, err := httpapi.NewHandler(c, opts)
 	if err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
@@ -233,4 +234,12 @@ func (f *FakeChecker) Requests() []table.Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.calls)
+}
+
+// RuleDecisionOf decodes the body of a check by rule strictly.
+func RuleDecisionOf(t testing.TB, r Response) RuleDecision {
+	t.Helper()
+	var d RuleDecision
+	DecodeStrict(t, r.Body, &d)
+	return d
 }
