@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,7 +86,8 @@ type admin struct {
 	changed  func(*rules.Set)
 	log      *slog.Logger
 	metrics  http.Handler // nil: no /metrics here
-	mu       sync.Mutex   // serializes rule changes, so OnRulesChanged sees them in order
+	mux      *http.ServeMux
+	mu       sync.Mutex // serializes rule changes, so OnRulesChanged sees them in order
 }
 
 // NewHandler returns the HTTP handler of the admin API, to be served
@@ -113,6 +116,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	a.mux = a.routes()
 	return a, nil
 }
 
@@ -149,53 +153,113 @@ func (a *admin) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1
 }
 
-func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == pathHealthz {
-		if !httpwire.IsGetOrHead(r) {
-			a.MethodNotAllowed(w, r, "GET, HEAD")
-			return
-		}
-		httpwire.WriteHealthz(w)
-		return
+// routes returns the mux of the admin API. Every route answers its other
+// methods 405 with Allow, and an unknown path is 404, in JSON: the mux's
+// own plain-text answers are never reached.
+func (a *admin) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	a.route(mux, pathHealthz, false, nil,
+		endpoint{http.MethodGet, func(w http.ResponseWriter, _ *http.Request) { httpwire.WriteHealthz(w) }},
+		endpoint{http.MethodHead, func(w http.ResponseWriter, _ *http.Request) { httpwire.WriteHealthz(w) }})
+	a.route(mux, pathRules, true, nil, endpoint{http.MethodGet, a.listRules})
+	a.route(mux, pathRules+"/{name}", true, a.withRules,
+		endpoint{http.MethodGet, a.getRule},
+		endpoint{http.MethodPut, a.putRule},
+		endpoint{http.MethodDelete, a.deleteRule})
+	a.route(mux, pathReset, true, nil, endpoint{http.MethodPost, a.reset})
+	a.route(mux, pathBuckets, true, nil, endpoint{http.MethodGet, a.buckets})
+	a.route(mux, pathStats, true, nil, endpoint{http.MethodGet, a.stats})
+	if a.metrics != nil {
+		mux.Handle(pathMetrics, a.withToken(a.metrics.ServeHTTP)) // every method: promhttp's business
 	}
-	if !a.authorized(r) {
-		w.Header()["Www-Authenticate"] = []string{"Bearer"}
-		a.WriteError(w, http.StatusUnauthorized, "", "this endpoint needs the admin token: send Authorization: Bearer TOKEN")
-		return
+	mux.Handle("/", a.withToken(a.NotFound))
+	return mux
+}
+
+// endpoint is the handler of one method of a route.
+type endpoint struct {
+	method string
+	h      http.HandlerFunc
+}
+
+// route serves the endpoints of path on mux, behind the token when
+// private and behind guard when it is set, and answers the path's other
+// methods 405 naming them. A GET pattern also matches HEAD: a route
+// without a HEAD endpoint refuses it explicitly.
+func (a *admin) route(mux *http.ServeMux, path string, private bool, guard func(http.HandlerFunc) http.HandlerFunc, eps ...endpoint) {
+	wrap := func(h http.HandlerFunc) http.Handler {
+		if guard != nil {
+			h = guard(h)
+		}
+		if private {
+			return a.withToken(h)
+		}
+		return h
 	}
-	switch p := r.URL.Path; {
-	case p == pathRules:
-		if a.allow(w, r, http.MethodGet) {
-			a.listRules(w)
-		}
-	case strings.HasPrefix(p, pathRules+"/") && len(p) > len(pathRules)+1:
-		a.rule(w, r, p[len(pathRules)+1:])
-	case p == pathReset:
-		if a.allow(w, r, http.MethodPost) {
-			a.reset(w, r)
-		}
-	case p == pathBuckets:
-		if a.allow(w, r, http.MethodGet) {
-			a.buckets(w, r)
-		}
-	case p == pathStats:
-		if a.allow(w, r, http.MethodGet) {
-			a.stats(w)
-		}
-	case p == pathMetrics && a.metrics != nil:
-		a.metrics.ServeHTTP(w, r)
-	default:
-		a.NotFound(w, r)
+	methods := make([]string, len(eps))
+	for i, ep := range eps {
+		methods[i] = ep.method
+		mux.Handle(ep.method+" "+path, wrap(ep.h))
+	}
+	allow := strings.Join(methods, ", ")
+	notAllowed := wrap(func(w http.ResponseWriter, r *http.Request) { a.MethodNotAllowed(w, r, allow) })
+	mux.Handle(path, notAllowed)
+	if !slices.Contains(methods, http.MethodHead) {
+		mux.Handle(http.MethodHead+" "+path, notAllowed)
 	}
 }
 
-// allow reports whether r has method; if not, it answers 405.
-func (a *admin) allow(w http.ResponseWriter, r *http.Request, method string) bool {
-	if r.Method == method {
-		return true
+// withToken serves h to requests that carry the token and answers 401 to
+// the others.
+func (a *admin) withToken(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !a.authorized(r) {
+			w.Header()["Www-Authenticate"] = []string{"Bearer"}
+			a.WriteError(w, http.StatusUnauthorized, "", "this endpoint needs the admin token: send Authorization: Bearer TOKEN")
+			return
+		}
+		h(w, r)
 	}
-	a.MethodNotAllowed(w, r, method)
-	return false
+}
+
+// withRules serves h when there is a rules store, and answers 404 without.
+func (a *admin) withRules(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a.rules == nil {
+			a.noRules(w)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// ServeHTTP routes r by its decoded path: the rest of a /rules/ path is
+// the rule's name, slashes and dots included, and a path the mux would
+// clean by a redirect is a 404 (behind the token) instead.
+func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	routed := *r.URL
+	routed.RawPath = ""
+	if name, ok := strings.CutPrefix(p, pathRules+"/"); ok && name != "" {
+		routed.RawPath = pathRules + "/" + nameSegment(name)
+	}
+	if esc := routed.EscapedPath(); httpwire.CleanPath(esc) != esc {
+		a.withToken(a.NotFound)(w, r)
+		return
+	}
+	r2 := *r
+	r2.URL = &routed
+	a.mux.ServeHTTP(w, &r2)
+}
+
+// nameSegment escapes a rule name as one path segment: its slashes, and
+// the dots of a name that is "." or "..", which a path would clean away.
+func nameSegment(name string) string {
+	seg := url.PathEscape(name)
+	if seg == "." || seg == ".." {
+		seg = strings.ReplaceAll(seg, ".", "%2E")
+	}
+	return seg
 }
 
 // writeJSON answers status with v as JSON.
@@ -236,7 +300,7 @@ type versionAnswer struct {
 }
 
 // listRules serves GET /rules.
-func (a *admin) listRules(w http.ResponseWriter) {
+func (a *admin) listRules(w http.ResponseWriter, _ *http.Request) {
 	if a.rules == nil {
 		a.noRules(w)
 		return
@@ -249,28 +313,16 @@ func (a *admin) listRules(w http.ResponseWriter) {
 	a.writeJSON(w, http.StatusOK, rulesAnswer{Version: set.Version(), Rules: rs})
 }
 
-// rule serves GET, PUT and DELETE /rules/{name}.
-func (a *admin) rule(w http.ResponseWriter, r *http.Request, name string) {
-	if a.rules == nil {
-		a.noRules(w)
+// getRule serves GET /rules/{name}.
+func (a *admin) getRule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	set := a.rules.Current()
+	rule, ok := set.Get(name)
+	if !ok {
+		a.ruleNotFound(w, name)
 		return
 	}
-	switch r.Method {
-	case http.MethodGet:
-		set := a.rules.Current()
-		rule, ok := set.Get(name)
-		if !ok {
-			a.ruleNotFound(w, name)
-			return
-		}
-		a.writeJSON(w, http.StatusOK, ruleAnswer{Version: set.Version(), Rule: rule})
-	case http.MethodPut:
-		a.putRule(w, r, name)
-	case http.MethodDelete:
-		a.deleteRule(w, r, name)
-	default:
-		a.MethodNotAllowed(w, r, "GET, PUT, DELETE")
-	}
+	a.writeJSON(w, http.StatusOK, ruleAnswer{Version: set.Version(), Rule: rule})
 }
 
 func (a *admin) ruleNotFound(w http.ResponseWriter, name string) {
@@ -278,7 +330,8 @@ func (a *admin) ruleNotFound(w http.ResponseWriter, name string) {
 }
 
 // putRule serves PUT /rules/{name}.
-func (a *admin) putRule(w http.ResponseWriter, r *http.Request, name string) {
+func (a *admin) putRule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
 	rule, err := readRule(w, r, name)
 	if err != nil {
 		a.BadRequest(w, err)
@@ -295,7 +348,8 @@ func (a *admin) putRule(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 // deleteRule serves DELETE /rules/{name}.
-func (a *admin) deleteRule(w http.ResponseWriter, r *http.Request, name string) {
+func (a *admin) deleteRule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
 	set, err := a.change(func() (*rules.Set, error) { return a.rules.Delete(name) })
 	switch {
 	case errors.Is(err, rules.ErrNotFound):
@@ -519,6 +573,6 @@ type Stats struct {
 }
 
 // stats serves GET /stats.
-func (a *admin) stats(w http.ResponseWriter) {
+func (a *admin) stats(w http.ResponseWriter, _ *http.Request) {
 	a.writeJSON(w, http.StatusOK, a.backend.Stats())
 }
