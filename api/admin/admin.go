@@ -559,17 +559,17 @@ func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // Stats is a snapshot of the rate limiter's counters, the body of GET
 // /stats.
 type Stats struct {
-	Shards         int   `json:"shards"`
-	Buckets        int64 `json:"buckets"`
-	Restarts       int64 `json:"restarts"`
-	TornTails      int64 `json:"torn_tails"`
-	JournalErrors  int64 `json:"journal_errors"`
-	FailedClosed   int64 `json:"failed_closed"`
-	FailedOpen     int64 `json:"failed_open"`
-	Snapshots      int64 `json:"snapshots"`
-	SnapshotErrors int64 `json:"snapshot_errors"`
-	Evictions      int64 `json:"evictions"`
-	Rejections     int64 `json:"rejections"`
+	Shards         int   `json:"shards"`          // shard owners
+	Buckets        int64 `json:"buckets"`         // live buckets in all tables
+	Restarts       int64 `json:"restarts"`        // owner restarts after a crash
+	TornTails      int64 `json:"torn_tails"`      // torn journal tails cut at recovery
+	JournalErrors  int64 `json:"journal_errors"`  // batches the journal failed to take or flush
+	FailedClosed   int64 `json:"failed_closed"`   // of those, batches refused
+	FailedOpen     int64 `json:"failed_open"`     // of those, batches answered from memory
+	Snapshots      int64 `json:"snapshots"`       // journal snapshots written
+	SnapshotErrors int64 `json:"snapshot_errors"` // journal snapshots that failed
+	Evictions      int64 `json:"evictions"`       // live buckets evicted from a full table
+	Rejections     int64 `json:"rejections"`      // checks refused because their table was full
 }
 
 // stats serves GET /stats.

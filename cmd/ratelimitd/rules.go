@@ -103,7 +103,7 @@ const maxTokenFileBytes = 64 << 10
 // readToken reads the admin bearer token: the file's content without
 // surrounding white space. Like ssh with a private key, it refuses a file
 // that group or others may access (any of the mode bits 077) and a token
-// shorter than minTokenBytes, naming the file and the rule.
+// shorter than minTokenBytes, naming the file and what is wrong.
 func readToken(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {

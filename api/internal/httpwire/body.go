@@ -13,22 +13,20 @@ import (
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
-// The POST body parser. It reads the body once, into one string, and walks
-// it byte by byte in the order of the encoding/json token-streaming Decoder
-// it replaced, checking at each step what that decoder and the code on top
-// of it checked there: every answer, error messages included, is the one
-// they gave, found at the same point of the input. The common tokens
-// (delimiters, strings, numbers, literals) are read here; anything else (a
-// nested array or object, a malformed value, a value cut off by the end of
-// the body) is handed to encoding/json at the very point where the old
-// decoder read it, so its errors stay those of encoding/json. Reading and
-// parsing a body allocate the body string (and the slice of a batch, when
-// the one reused is too small), and nothing per check unless a string holds
-// escapes or invalid UTF-8: the strings of the result are slices of the
-// body string. They stay valid after the request; package table clones the
-// ids it keeps, so a bucket does not pin a whole body. What differs from
-// the old decoder is when, not what: the body is read whole (up to
-// MaxBodyBytes) before parsing, so an error early in a body is answered
+// The POST body parser reads the body once, into one string, and walks it
+// byte by byte, answering as encoding/json's token-streaming Decoder reading
+// it token by token would (refParseJSON in the tests, which FuzzParseBody
+// holds it to): every answer, error messages and offsets included, found at
+// the same point of the input. It reads the common tokens (delimiters,
+// strings, numbers, literals) itself and hands anything else (a nested
+// value, a malformed one, one cut off by the end of the body) to
+// encoding/json where the Decoder would read it, so that those errors stay
+// encoding/json's. It allocates the body string (and a batch's slice when
+// the one reused is too small) and nothing per check unless a string holds
+// escapes or invalid UTF-8: the strings of its result are slices of the
+// body, which stay valid after the request (package table clones the ids it
+// keeps, so a bucket does not pin a body). The body is read whole, up to
+// MaxBodyBytes, before it is parsed: an error early in a body is answered
 // once the rest has arrived.
 
 // readJSON reads a POST body, at most MaxBodyBytes, and parses it with
@@ -73,7 +71,7 @@ type bodyParser struct {
 	i int    // the next byte of s to read
 	// scanned counts the bytes of the keys and values read so far, white
 	// space after a colon included: the offset encoding/json's Decoder
-	// gave in a syntax error within a key or value was that count plus the
+	// gives in a syntax error within a key or value is that count plus the
 	// bytes of the key or value up to the error.
 	scanned int
 	// end is what the end of s means: nil for the end of the body, else the
@@ -304,8 +302,8 @@ func (p *bodyParser) value() (raw string, plain bool, err error) {
 	return raw, plain, nil
 }
 
-// notObject returns the error for the token c at p.i, where the old decoder
-// read a value and wanted '{': okErr if c is well formed, else the error
+// notObject returns the error for the token c at p.i, where the Decoder
+// reads a value and wants '{': okErr if c is well formed, else the error
 // reading it, with msg for an error about the body as a whole.
 func (p *bodyParser) notObject(c byte, okErr error, msg string) error {
 	switch c {
@@ -361,7 +359,7 @@ func (p *bodyParser) scalar(i int) (end int, plain, ok bool) {
 }
 
 // decode has encoding/json read one JSON value into v from byte i on, as
-// the old decoder did there (same errors, same offsets in them), and
+// the Decoder reads it there (same errors, same offsets in them), and
 // returns the number of bytes it read.
 func (p *bodyParser) decode(i int, v any) (int, error) {
 	var r io.Reader = strings.NewReader(p.s[i:])
@@ -374,8 +372,8 @@ func (p *bodyParser) decode(i int, v any) (int, error) {
 }
 
 // decodeErr is bodyErr for an error of decode, whose syntax errors count
-// their offset from where decode began: it adds p.scanned, as the old
-// decoder did.
+// their offset from where decode began: it adds p.scanned, as the Decoder
+// counts from the start of the body.
 func (p *bodyParser) decodeErr(err error, msg string) error {
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {

@@ -25,19 +25,19 @@ func parseJSON(r io.Reader, m Mode) (Body, error) {
 	return parseBody(string(b), err, m, nil)
 }
 
-// The reference: the encoding/json token-streaming parser that parseBody
-// replaced, kept as it was so that FuzzParseBody can hold parseBody to
-// exactly its answers, error messages included.
+// The reference: a parser over encoding/json's token-streaming Decoder,
+// the specification FuzzParseBody holds parseBody to, answers and error
+// messages included.
 
 func refParseJSON(r io.Reader, m Mode) (Body, error) {
 	dec := json.NewDecoder(r)
-	rule := MsgObject
+	msg := MsgObject
 	if m == ModeCheck {
-		rule = msgBody
+		msg = msgBody
 	}
 	tok, err := dec.Token()
 	if err != nil {
-		return Body{}, BodyErr(err, rule)
+		return Body{}, BodyErr(err, msg)
 	}
 	var out Body
 	switch d, _ := tok.(json.Delim); {
@@ -50,7 +50,7 @@ func refParseJSON(r io.Reader, m Mode) (Body, error) {
 			return Body{}, err
 		}
 	default:
-		return Body{}, FieldErr("body", rule)
+		return Body{}, FieldErr("body", msg)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Body{}, BodyErr(err, MsgTrailing)
@@ -124,7 +124,7 @@ func refParseObject(dec *json.Decoder, m Mode) (Params, error) {
 	if err := p.finish(m); err != nil {
 		return Params{}, err
 	}
-	// The old decoder validated each object whole where it ended.
+	// The reference validates each object whole where it ends.
 	if err := p.tableErr(); err != nil {
 		return Params{}, err
 	}
@@ -157,8 +157,8 @@ func refSetJSON(p *Params, bit uint, key string, raw json.RawMessage, m Mode) er
 	return p.set(bit, string(raw), m)
 }
 
-// refUnicodeMsg is the id rule added to the parser since the reference was
-// written, found another way: raw, a JSON string, must be valid UTF-8, and
+// refUnicodeMsg is what the reference finds of an id's encoding, another
+// way than the parser: raw, a JSON string, must be valid UTF-8, and
 // the UTF-16 code units it spells, its escapes decoded one by one, must pair
 // every surrogate.
 func refUnicodeMsg(raw json.RawMessage) string {
