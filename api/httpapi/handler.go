@@ -79,10 +79,7 @@ type batchBuf struct {
 // method is answered 405 with an Allow header, an unknown path 404, both
 // with a JSON error body. The handler is safe for concurrent use.
 func NewHandler(c api.Checker, opts Options) (http.Handler, error) {
-	if c == nil {
-		return nil, fmt.Errorf("%w: Checker is nil", api.ErrInvalidOption)
-	}
-	deny, err := httpwire.DenyStatusOption(opts.DenyStatus)
+	deny, err := httpwire.CheckOptions(c, opts.DenyStatus)
 	if err != nil {
 		return nil, err
 	}
@@ -105,19 +102,14 @@ func NewHandler(c api.Checker, opts Options) (http.Handler, error) {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case pathCheckRate:
-		switch r.Method {
-		case http.MethodGet, http.MethodPost:
+	case pathCheckRate, pathRefund:
+		switch {
+		case r.Method != http.MethodGet && r.Method != http.MethodPost:
+			h.MethodNotAllowed(w, r, "GET, POST")
+		case r.URL.Path == pathCheckRate:
 			h.checkRate(w, r)
 		default:
-			h.MethodNotAllowed(w, r, "GET, POST")
-		}
-	case pathRefund:
-		switch r.Method {
-		case http.MethodGet, http.MethodPost:
 			h.refund(w, r)
-		default:
-			h.MethodNotAllowed(w, r, "GET, POST")
 		}
 	case pathHealthz:
 		if !httpwire.IsGetOrHead(r) {

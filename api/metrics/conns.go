@@ -24,21 +24,13 @@ type ConnStats struct {
 func (m *Metrics) ObserveConns(name string, stats func() ConnStats) {
 	labels := prometheus.Labels{"listener": name}
 	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ratelimitd_connections", ConstLabels: labels,
-			Help: "HTTP connections open on the listener.",
-		}, func() float64 { return float64(stats().Open) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ratelimitd_connections_max", ConstLabels: labels,
-			Help: "The most HTTP connections the listener holds open at once (--max-conns).",
-		}, func() float64 { return float64(stats().Max) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ratelimitd_connections_cap_reached_total", ConstLabels: labels,
-			Help: "Times the listener found its connection cap reached before accepting the next connection.",
-		}, func() float64 { return float64(stats().CapReached) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ratelimitd_connections_idle_closed_total", ConstLabels: labels,
-			Help: "Idle keep-alive connections the listener closed to make room for new ones at its cap.",
-		}, func() float64 { return float64(stats().IdleClosed) }),
+		gaugeFunc("ratelimitd_connections", "HTTP connections open on the listener.",
+			labels, func() int64 { return stats().Open }),
+		gaugeFunc("ratelimitd_connections_max", "The most HTTP connections the listener holds open at once (--max-conns).",
+			labels, func() int64 { return stats().Max }),
+		counterFunc("ratelimitd_connections_cap_reached_total", "Times the listener found its connection cap reached before accepting the next connection.",
+			labels, func() int64 { return stats().CapReached }),
+		counterFunc("ratelimitd_connections_idle_closed_total", "Idle keep-alive connections the listener closed to make room for new ones at its cap.",
+			labels, func() int64 { return stats().IdleClosed }),
 	)
 }

@@ -60,10 +60,9 @@ var _ api.Recorder = (*Metrics)(nil)
 type Metrics struct {
 	reg *prometheus.Registry
 
-	allowed, denied, invalid, errored prometheus.Counter
-	full, shadowDenied                prometheus.Counter
-	checkDuration                     prometheus.Histogram
-	refunds                           prometheus.Counter
+	checks        [len(resultNames)]prometheus.Counter // by api.Result
+	checkDuration prometheus.Histogram
+	refunds       prometheus.Counter
 
 	sweeps        prometheus.Counter
 	swept         prometheus.Counter
@@ -80,6 +79,16 @@ type Metrics struct {
 // durationBuckets spans 1µs to about 4s, a factor of 4 apart.
 func durationBuckets() []float64 { return prometheus.ExponentialBuckets(1e-6, 4, 12) }
 
+// newCounter returns the counter name, described by help.
+func newCounter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// newHistogram returns the duration histogram name, described by help.
+func newHistogram(name, help string) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: durationBuckets()})
+}
+
 // New returns Metrics registered in a new registry.
 func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
@@ -88,34 +97,14 @@ func New() *Metrics {
 		Help: "Rate-limit check requests answered, by result: allowed, denied, shadow_denied (denied by a shadow rule, let through), full (503: no room for a new bucket), invalid (400) or error (503). A batch counts once.",
 	}, []string{"result"})
 	// Children made once, so recording a check costs no label lookup.
-	m.allowed = checks.WithLabelValues("allowed")
-	m.denied = checks.WithLabelValues("denied")
-	m.invalid = checks.WithLabelValues("invalid")
-	m.errored = checks.WithLabelValues("error")
-	m.full = checks.WithLabelValues("full")
-	m.shadowDenied = checks.WithLabelValues("shadow_denied")
-	m.refunds = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "ratelimitd_refunds_total",
-		Help: "Refunds answered 200 (hits given back).",
-	})
-	m.checkDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "ratelimitd_check_duration_seconds",
-		Help:    "Time to answer a check_rate request, from parsing to the written response.",
-		Buckets: durationBuckets(),
-	})
-	m.sweeps = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "ratelimitd_sweeps_total",
-		Help: "Sweeps of expired buckets completed.",
-	})
-	m.swept = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "ratelimitd_swept_buckets_total",
-		Help: "Expired buckets deleted by sweeps.",
-	})
-	m.sweepDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "ratelimitd_sweep_duration_seconds",
-		Help:    "Duration of one sweep.",
-		Buckets: durationBuckets(),
-	})
+	for res, name := range resultNames {
+		m.checks[res] = checks.WithLabelValues(name)
+	}
+	m.refunds = newCounter("ratelimitd_refunds_total", "Refunds answered 200 (hits given back).")
+	m.checkDuration = newHistogram("ratelimitd_check_duration_seconds", "Time to answer a check_rate request, from parsing to the written response.")
+	m.sweeps = newCounter("ratelimitd_sweeps_total", "Sweeps of expired buckets completed.")
+	m.swept = newCounter("ratelimitd_swept_buckets_total", "Expired buckets deleted by sweeps.")
+	m.sweepDuration = newHistogram("ratelimitd_sweep_duration_seconds", "Duration of one sweep.")
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ratelimitd_rules_reloads_total",
 		Help: "Reloads of the rules file, by result: changed (a new rule set is in force), unchanged, or error (the last good rules stay).",
@@ -150,30 +139,21 @@ func (m *Metrics) RulesReloaded(ok, changed bool) {
 func (m *Metrics) ObserveRules(st *rules.Store) {
 	m.rulesSrc.Store(st)
 	m.rulesOnce.Do(func() {
-		current := func() *rules.Set {
-			if st := m.rulesSrc.Load(); st != nil {
-				return st.Current()
+		// read returns f of the current rule set, or 0 without one.
+		read := func(f func(*rules.Set) int64) func() int64 {
+			return func() int64 {
+				if st := m.rulesSrc.Load(); st != nil {
+					return f(st.Current())
+				}
+				return 0
 			}
-			return nil
 		}
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ratelimitd_rules_version",
-			Help: "Version of the rule set in force; it grows by one with every change.",
-		}, func() float64 {
-			if s := current(); s != nil {
-				return float64(s.Version())
-			}
-			return 0
-		}))
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ratelimitd_rules",
-			Help: "Named rules in force.",
-		}, func() float64 {
-			if s := current(); s != nil {
-				return float64(s.Len())
-			}
-			return 0
-		}))
+		m.reg.MustRegister(
+			gaugeFunc("ratelimitd_rules_version", "Version of the rule set in force; it grows by one with every change.",
+				nil, read(func(s *rules.Set) int64 { return int64(s.Version()) })),
+			gaugeFunc("ratelimitd_rules", "Named rules in force.",
+				nil, read(func(s *rules.Set) int64 { return int64(s.Len()) })),
+		)
 	})
 }
 
@@ -183,36 +163,44 @@ func (m *Metrics) ObserveRules(st *rules.Store) {
 func (m *Metrics) Observe(stats func() Stats) {
 	m.src.Store(&stats)
 	m.observeOnce.Do(func() {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ratelimitd_buckets",
-			Help: "Buckets held in the table, expired but not yet swept included.",
-		}, func() float64 { return float64(m.stats().Buckets) }))
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ratelimitd_owner_restarts_total",
-			Help: "Shard owners restarted by their supervisor after a crash.",
-		}, func() float64 { return float64(m.stats().Restarts) }))
-		counter := func(name, help string, labels prometheus.Labels, f func(Stats) int64) {
-			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: name, Help: help, ConstLabels: labels,
-			}, func() float64 { return float64(f(m.stats())) }))
-		}
-		counter("ratelimitd_journal_torn_tails_total", "Torn journal tails cut (and kept aside as *.broken) at recovery.",
-			nil, func(s Stats) int64 { return s.TornTails })
-		counter("ratelimitd_journal_errors_total", "Batches the journal failed to take or flush (full disk, I/O error).",
-			nil, func(s Stats) int64 { return s.JournalErrors })
+		read := func(f func(Stats) int64) func() int64 { return func() int64 { return f(m.stats()) } }
 		failedHelp := "Batches of checks met by a failing journal, by the policy applied: closed (refused with 503) or open (answered from memory)."
-		counter("ratelimitd_journal_failed_batches_total", failedHelp,
-			prometheus.Labels{"policy": "closed"}, func(s Stats) int64 { return s.FailedClosed })
-		counter("ratelimitd_journal_failed_batches_total", failedHelp,
-			prometheus.Labels{"policy": "open"}, func(s Stats) int64 { return s.FailedOpen })
-		counter("ratelimitd_evicted_buckets_total", "Live buckets evicted from a full table to make room (--on-full evict-oldest).",
-			nil, func(s Stats) int64 { return s.Evictions })
 		snapHelp := "Journal snapshots (compactions) written, by result."
-		counter("ratelimitd_journal_snapshots_total", snapHelp,
-			prometheus.Labels{"result": "ok"}, func(s Stats) int64 { return s.Snapshots })
-		counter("ratelimitd_journal_snapshots_total", snapHelp,
-			prometheus.Labels{"result": "error"}, func(s Stats) int64 { return s.SnapshotErrors })
+		m.reg.MustRegister(
+			gaugeFunc("ratelimitd_buckets", "Buckets held in the table, expired but not yet swept included.",
+				nil, read(func(s Stats) int64 { return s.Buckets })),
+			counterFunc("ratelimitd_owner_restarts_total", "Shard owners restarted by their supervisor after a crash.",
+				nil, read(func(s Stats) int64 { return s.Restarts })),
+			counterFunc("ratelimitd_journal_torn_tails_total", "Torn journal tails cut (and kept aside as *.broken) at recovery.",
+				nil, read(func(s Stats) int64 { return s.TornTails })),
+			counterFunc("ratelimitd_journal_errors_total", "Batches the journal failed to take or flush (full disk, I/O error).",
+				nil, read(func(s Stats) int64 { return s.JournalErrors })),
+			counterFunc("ratelimitd_journal_failed_batches_total", failedHelp,
+				prometheus.Labels{"policy": "closed"}, read(func(s Stats) int64 { return s.FailedClosed })),
+			counterFunc("ratelimitd_journal_failed_batches_total", failedHelp,
+				prometheus.Labels{"policy": "open"}, read(func(s Stats) int64 { return s.FailedOpen })),
+			counterFunc("ratelimitd_evicted_buckets_total", "Live buckets evicted from a full table to make room (--on-full evict-oldest).",
+				nil, read(func(s Stats) int64 { return s.Evictions })),
+			counterFunc("ratelimitd_journal_snapshots_total", snapHelp,
+				prometheus.Labels{"result": "ok"}, read(func(s Stats) int64 { return s.Snapshots })),
+			counterFunc("ratelimitd_journal_snapshots_total", snapHelp,
+				prometheus.Labels{"result": "error"}, read(func(s Stats) int64 { return s.SnapshotErrors })),
+		)
 	})
+}
+
+// gaugeFunc returns the gauge name (help, labels) that reads f at every
+// scrape.
+func gaugeFunc(name, help string, labels prometheus.Labels, f func() int64) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels},
+		func() float64 { return float64(f()) })
+}
+
+// counterFunc returns the counter name (help, labels) that reads f at
+// every scrape.
+func counterFunc(name, help string, labels prometheus.Labels, f func() int64) prometheus.CounterFunc {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+		func() float64 { return float64(f()) })
 }
 
 // stats reads the observed source, or zero before Observe.
@@ -242,21 +230,21 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Checked counts one check request answered with res, and its duration
 // since start. It makes *Metrics an api.Recorder.
 func (m *Metrics) Checked(res api.Result, start time.Time) {
-	switch res {
-	case api.ResultAllowed:
-		m.allowed.Inc()
-	case api.ResultDenied:
-		m.denied.Inc()
-	case api.ResultInvalid:
-		m.invalid.Inc()
-	case api.ResultFull:
-		m.full.Inc()
-	case api.ResultShadowDenied:
-		m.shadowDenied.Inc()
-	default:
-		m.errored.Inc()
+	if int(res) >= len(m.checks) {
+		res = api.ResultError
 	}
+	m.checks[res].Inc()
 	m.checkDuration.Observe(time.Since(start).Seconds())
+}
+
+// resultNames are the result labels of ratelimitd_checks_total.
+var resultNames = [...]string{
+	api.ResultAllowed:      "allowed",
+	api.ResultDenied:       "denied",
+	api.ResultInvalid:      "invalid",
+	api.ResultError:        "error",
+	api.ResultFull:         "full",
+	api.ResultShadowDenied: "shadow_denied",
 }
 
 // Refunded counts one refund answered.

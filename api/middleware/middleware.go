@@ -76,10 +76,7 @@ type Options struct {
 // New validates opts once; the error, which matches ErrInvalidOption,
 // names the field at fault. The middleware is safe for concurrent use.
 func New(c api.Checker, opts Options) (func(http.Handler) http.Handler, error) {
-	if c == nil {
-		return nil, fmt.Errorf("%w: Checker is nil", api.ErrInvalidOption)
-	}
-	deny, err := httpwire.DenyStatusOption(opts.DenyStatus)
+	deny, err := httpwire.CheckOptions(c, opts.DenyStatus)
 	if err != nil {
 		return nil, err
 	}
@@ -87,16 +84,12 @@ func New(c api.Checker, opts Options) (func(http.Handler) http.Handler, error) {
 		Responder: httpwire.Responder{DenyStatus: deny, NoRateLimitHeaders: opts.NoRateLimitHeaders},
 		checker:   c,
 		policy:    opts.Policy,
-		key:       opts.KeyFunc,
 		rules:     opts.Rules,
 		rule:      opts.Rule,
-		user:      opts.UserFunc,
 		onDeny:    opts.OnDeny,
 		noHeaders: opts.NoRateLimitHeaders,
 	}
-	if m.user == nil {
-		m.user = httpwire.BasicUser
-	}
+	m.key, m.user = httpwire.KeyFuncs(opts.KeyFunc, opts.UserFunc)
 	switch {
 	case opts.Rule != "":
 		if opts.Rules == nil {
@@ -115,9 +108,6 @@ func New(c api.Checker, opts Options) (func(http.Handler) http.Handler, error) {
 			return nil, err
 		}
 		m.fallback = true
-	}
-	if m.key == nil {
-		m.key = httpwire.RemoteHost
 	}
 	return m.wrap, nil
 }

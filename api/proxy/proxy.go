@@ -113,20 +113,13 @@ func New(c api.Checker, opts Options) (http.Handler, error) {
 		Responder:   httpwire.Responder{DenyStatus: deny},
 		checker:     c,
 		opts:        opts,
-		clientKey:   opts.ClientKey,
 		trustedPeer: opts.TrustedPeer,
-		user:        opts.UserFunc,
 		metrics:     opts.Metrics,
 		log:         opts.Logger,
 	}
-	if p.clientKey == nil {
-		p.clientKey = httpwire.RemoteHost
-	}
+	p.clientKey, p.user = httpwire.KeyFuncs(opts.ClientKey, opts.UserFunc)
 	if p.trustedPeer == nil {
 		p.trustedPeer = func(*http.Request) bool { return false }
-	}
-	if p.user == nil {
-		p.user = httpwire.BasicUser
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)

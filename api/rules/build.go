@@ -82,19 +82,16 @@ func buildRule(f fields, index int, matchShape string) (Rule, *Error) {
 	if r.Limit, ok = f.integer("limit"); !ok {
 		return Rule{}, fail("limit", msgInteger, f.line("limit"))
 	}
-	if f.has("burst") {
-		if r.Burst, ok = f.integer("burst"); !ok {
-			return Rule{}, fail("burst", msgInteger, f.line("burst"))
-		}
-	}
-	if f.has("shadow") {
-		if r.Shadow, ok = f.boolean("shadow"); !ok {
-			return Rule{}, fail("shadow", msgBool, f.line("shadow"))
-		}
-	}
-	if f.has("key") {
-		if r.Key, ok = f.text("key"); !ok {
-			return Rule{}, fail("key", msgString, f.line("key"))
+	for _, opt := range [...]struct {
+		key, msg string
+		read     func() bool // reads the field into r, reporting whether it could
+	}{
+		{"burst", msgInteger, func() (ok bool) { r.Burst, ok = f.integer("burst"); return ok }},
+		{"shadow", msgBool, func() (ok bool) { r.Shadow, ok = f.boolean("shadow"); return ok }},
+		{"key", msgString, func() (ok bool) { r.Key, ok = f.text("key"); return ok }},
+	} {
+		if f.has(opt.key) && !opt.read() {
+			return Rule{}, fail(opt.key, opt.msg, f.line(opt.key))
 		}
 	}
 	if f.has("match") {

@@ -124,56 +124,16 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 // process: listen address, shutdown, deny status, logging, connection cap,
 // version.
 func serverFlags(fs *flag.FlagSet, cfg *config) {
-	fs.Func("listen", "`address` (host:port) to serve HTTP on; port 0 picks a free port (default 127.0.0.1:8080)", func(s string) error {
-		if err := checkListenAddr(s); err != nil {
-			return err
-		}
-		cfg.listen = s
-		return nil
-	})
+	addrFlag(fs, &cfg.listen, "listen", "`address` (host:port) to serve HTTP on; port 0 picks a free port (default 127.0.0.1:8080)")
 	durationFlag(fs, &cfg.shutdownTimeout, "shutdown-timeout", "on SIGINT or SIGTERM, how long to drain in-flight HTTP requests, and then to stop the actors (a positive `duration`)", false)
-	fs.Func("deny-status", "HTTP `status` of a denied check: 413 or 429 (default 413)", func(s string) error {
-		switch s {
-		case "413":
-			cfg.denyStatus = http.StatusRequestEntityTooLarge
-		case "429":
-			cfg.denyStatus = http.StatusTooManyRequests
-		default:
-			return errors.New("must be 413 or 429")
-		}
-		return nil
+	choiceFlag(fs, "deny-status", "HTTP `status` of a denied check: 413 or 429 (default 413)", false, []string{"413", "429"}, func(i int, _ string) {
+		cfg.denyStatus = []int{http.StatusRequestEntityTooLarge, http.StatusTooManyRequests}[i]
 	})
-	fs.Func("log-format", "log `format`: text or json (default text)", func(s string) error {
-		switch s {
-		case "text", "json":
-			cfg.logFormat = s
-			return nil
-		}
-		return errors.New("must be text or json")
+	choiceFlag(fs, "log-format", "log `format`: text or json (default text)", false, []string{"text", "json"}, func(_ int, s string) { cfg.logFormat = s })
+	choiceFlag(fs, "log-level", "log `level`: debug, info, warn or error (default info)", true, []string{"debug", "info", "warn", "error"}, func(i int, _ string) {
+		cfg.logLevel = []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError}[i]
 	})
-	fs.Func("log-level", "log `level`: debug, info, warn or error (default info)", func(s string) error {
-		switch strings.ToLower(s) {
-		case "debug":
-			cfg.logLevel = slog.LevelDebug
-		case "info":
-			cfg.logLevel = slog.LevelInfo
-		case "warn":
-			cfg.logLevel = slog.LevelWarn
-		case "error":
-			cfg.logLevel = slog.LevelError
-		default:
-			return errors.New("must be debug, info, warn or error")
-		}
-		return nil
-	})
-	fs.Func("max-conns", "`number` of connections each HTTP listener (public or proxy, and admin) holds open at most: at the cap the longest-idle keep-alive connection is closed to make room, else new connections wait in the listen backlog (default: the descriptor limit less the journal's reserve, shared by the listeners that are on; see README)", func(s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return errors.New("must be a positive integer")
-		}
-		cfg.maxConns = n
-		return nil
-	})
+	intFlag(fs, &cfg.maxConns, "max-conns", "`number` of connections each HTTP listener (public or proxy, and admin) holds open at most: at the cap the longest-idle keep-alive connection is closed to make room, else new connections wait in the listen backlog (default: the descriptor limit less the journal's reserve, shared by the listeners that are on; see README)", 1, 0)
 	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
 }
 
@@ -182,33 +142,9 @@ func serverFlags(fs *flag.FlagSet, cfg *config) {
 func limiterFlags(fs *flag.FlagSet, cfg *config) {
 	durationFlag(fs, &cfg.sweepInterval, "sweep-interval", "how often expired buckets are swept, a positive `duration`", false)
 	durationFlag(fs, &cfg.bucketTTL, "bucket-ttl", "keep idle buckets this much longer after they expire, for inspection (a `duration`; never shorter)", true)
-	fs.Func("shards", "`number` of shard owners, 0 to "+strconv.Itoa(actors.MaxShards)+"; 0 means 4 × GOMAXPROCS (default 0)", func(s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 || n > actors.MaxShards {
-			return fmt.Errorf("must be an integer from 0 to %d", actors.MaxShards)
-		}
-		cfg.shards = n
-		return nil
-	})
-	fs.Func("max-buckets", "`number` of buckets held at most, all shards together: memory stays bounded however many ids arrive (default "+strconv.Itoa(actors.DefaultMaxBuckets)+", about 1.9 GB resident when full)", func(s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return errors.New("must be a positive integer")
-		}
-		cfg.maxBuckets = n
-		return nil
-	})
-	fs.Func("on-full", "what a full table does with a new id, once expired buckets are gone: deny-new (503 with Retry-After) or evict-oldest (the bucket closest to expiring goes) (default deny-new)", func(s string) error {
-		switch s {
-		case "deny-new":
-			cfg.evictOldest = false
-		case "evict-oldest":
-			cfg.evictOldest = true
-		default:
-			return errors.New("must be deny-new or evict-oldest")
-		}
-		return nil
-	})
+	intFlag(fs, &cfg.shards, "shards", "`number` of shard owners, 0 to "+strconv.Itoa(actors.MaxShards)+"; 0 means 4 × GOMAXPROCS (default 0)", 0, actors.MaxShards)
+	intFlag(fs, &cfg.maxBuckets, "max-buckets", "`number` of buckets held at most, all shards together: memory stays bounded however many ids arrive (default "+strconv.Itoa(actors.DefaultMaxBuckets)+", about 1.9 GB resident when full)", 1, 0)
+	choiceFlag(fs, "on-full", "what a full table does with a new id, once expired buckets are gone: deny-new (503 with Retry-After) or evict-oldest (the bucket closest to expiring goes) (default deny-new)", false, []string{"deny-new", "evict-oldest"}, func(i int, _ string) { cfg.evictOldest = i == 1 })
 }
 
 // journalFlags defines the flags of durability: the data directory, the
@@ -240,13 +176,7 @@ func journalFlags(fs *flag.FlagSet, cfg *config) {
 // rulesFlags defines the flags of the named rules and of the admin API.
 func rulesFlags(fs *flag.FlagSet, cfg *config) {
 	fs.StringVar(&cfg.rulesFile, "rules", "", "YAML `file` of named rules (rules: [{name, algorithm, scale, limit, burst, shadow, match}]); reloaded when it changes and on SIGHUP")
-	fs.Func("admin-listen", "`address` (host:port) of the admin API (rules, reset, inspect); served only with --admin-token-file (default 127.0.0.1:8081)", func(s string) error {
-		if err := checkListenAddr(s); err != nil {
-			return err
-		}
-		cfg.adminListen = s
-		return nil
-	})
+	addrFlag(fs, &cfg.adminListen, "admin-listen", "`address` (host:port) of the admin API (rules, reset, inspect); served only with --admin-token-file (default 127.0.0.1:8081)")
 	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token, at least 16 bytes, in a file no group or other user may access (mode 0600 or 0400); without it the admin API is off")
 }
 
@@ -271,25 +201,52 @@ func proxyFlags(fs *flag.FlagSet, cfg *config) {
 		cfg.proxy.trusted = p
 		return nil
 	})
-	fs.Func("client-ip-header", "with --trusted-proxies, read only this forwarding `header` (Forwarded, X-Forwarded-For or X-Real-IP) instead of the first present in that order; set it to the header your proxy writes, so a client cannot pick its own address with another", func(s string) error {
-		switch strings.ToLower(s) {
-		case "forwarded", "x-forwarded-for", "x-real-ip":
-			cfg.proxy.header = s
-			return nil
-		}
-		return errors.New("must be Forwarded, X-Forwarded-For or X-Real-IP")
-	})
-	fs.Func("ipv6-prefix", "IPv6 clients are limited per `prefix` length, so rotating addresses of one allocation share a budget (default 64)", func(s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 128 {
-			return errors.New("must be an integer from 1 to 128")
-		}
-		cfg.proxy.ipv6Prefix = n
-		return nil
-	})
+	choiceFlag(fs, "client-ip-header", "with --trusted-proxies, read only this forwarding `header` (Forwarded, X-Forwarded-For or X-Real-IP) instead of the first present in that order; set it to the header your proxy writes, so a client cannot pick its own address with another", true, []string{"Forwarded", "X-Forwarded-For", "X-Real-IP"}, func(_ int, s string) { cfg.proxy.header = s })
+	intFlag(fs, &cfg.proxy.ipv6Prefix, "ipv6-prefix", "IPv6 clients are limited per `prefix` length, so rotating addresses of one allocation share a budget (default 64)", 1, 128)
 	limitFlag(fs.Func, &cfg.proxy.client, "client-limit", "proxy mode: the per-client `limit` as LIMIT/SCALE[/ALGORITHM[/BURST]], e.g. 100/1s")
 	limitFlag(fs.Func, &cfg.proxy.host, "host-limit", "proxy mode: the per-host (domain) `limit`, LIMIT/SCALE[/ALGORITHM[/BURST]]")
 	limitFlag(fs.Func, &cfg.proxy.global, "global-limit", "proxy mode: the global ceiling, `LIMIT/SCALE[/ALGORITHM[/BURST]]`")
+}
+
+// choiceFlag defines a flag on fs that takes one of choices, in any case
+// when fold, and calls set with its index and the value as given.
+func choiceFlag(fs *flag.FlagSet, name, usage string, fold bool, choices []string, set func(i int, s string)) {
+	fs.Func(name, usage, func(s string) error {
+		for i, c := range choices {
+			if s == c || fold && strings.EqualFold(s, c) {
+				set(i, s)
+				return nil
+			}
+		}
+		return errors.New("must be " + strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1])
+	})
+}
+
+// addrFlag defines a listen address flag on fs (see checkListenAddr).
+func addrFlag(fs *flag.FlagSet, p *string, name, usage string) {
+	fs.Func(name, usage, func(s string) error {
+		if err := checkListenAddr(s); err != nil {
+			return err
+		}
+		*p = s
+		return nil
+	})
+}
+
+// intFlag defines an integer flag on fs of at least lo and, unless hi is
+// 0, at most hi.
+func intFlag(fs *flag.FlagSet, p *int, name, usage string, lo, hi int) {
+	fs.Func(name, usage, func(s string) error {
+		n, err := strconv.Atoi(s)
+		switch {
+		case hi == 0 && (err != nil || n < lo):
+			return errors.New("must be a positive integer")
+		case hi != 0 && (err != nil || n < lo || n > hi):
+			return fmt.Errorf("must be an integer from %d to %d", lo, hi)
+		}
+		*p = n
+		return nil
+	})
 }
 
 // durationFlag defines a duration flag on fs that rejects negative values

@@ -26,6 +26,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -59,6 +61,43 @@ func main() {
 	// shutdown (bounded by --shutdown-timeout) cannot cut the actors' stop short.
 	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the daemon: it parses args, starts the actor system and the HTTP
+// server, and serves until ctx is done; then it shuts down gracefully. It
+// returns the process exit code. Logs go to stderr; only --version and
+// --help write to stdout.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case err != nil:
+		return exitUsage
+	case cfg.version:
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
+	}
+	log := newLogger(stderr, cfg.logFormat, cfg.logLevel)
+	log.Info("starting",
+		"version", moduleVersion(),
+		"go", runtime.Version(),
+		"shards", cfg.shards,
+		"sweep_interval", cfg.sweepInterval,
+		"bucket_ttl", cfg.bucketTTL,
+		"deny_status", cfg.denyStatus,
+		"data_dir", cfg.dataDir,
+		"journal_sync", cfg.journalSync,
+		"on_journal_error", cfg.onJournalError,
+		"max_buckets", cfg.maxBuckets,
+		"evict_oldest", cfg.evictOldest,
+		"proxy_upstream", cfg.proxy.upstream,
+	)
+	d, code := start(ctx, &cfg, log)
+	if d == nil {
+		return code
+	}
+	return d.serve(ctx)
 }
 
 // newLogger returns a slog.Logger writing format ("text" or "json") to w.

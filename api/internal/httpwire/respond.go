@@ -16,6 +16,15 @@ import (
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
+// CheckOptions validates what the options of every HTTP transport hold: a
+// Checker, and a DenyStatus (see DenyStatusOption), which it returns.
+func CheckOptions(c api.Checker, denyStatus int) (int, error) {
+	if c == nil {
+		return 0, fmt.Errorf("%w: Checker is nil", api.ErrInvalidOption)
+	}
+	return DenyStatusOption(denyStatus)
+}
+
 // DenyStatusOption validates a DenyStatus option; 0 means 413.
 func DenyStatusOption(s int) (int, error) {
 	switch s {
@@ -138,6 +147,18 @@ func CleanPath(p string) string {
 		return np + "/"
 	}
 	return np
+}
+
+// KeyFuncs returns key and user, the functions a transport keys requests
+// by, with their defaults: RemoteHost, and BasicUser.
+func KeyFuncs(key, user func(*http.Request) string) (func(*http.Request) string, func(*http.Request) string) {
+	if key == nil {
+		key = RemoteHost
+	}
+	if user == nil {
+		user = BasicUser
+	}
+	return key, user
 }
 
 // RemoteHost is the default key: the host part of r.RemoteAddr.
