@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -46,6 +47,16 @@ const (
 	ClassStopped                  // table.ErrStopped: the limiter is shutting down
 	ClassUnavailable              // table.ErrUnavailable: a shard cannot answer for now
 )
+
+var classNames = [...]string{"failed", "invalid", "canceled", "stopped", "unavailable"}
+
+// String returns the name of c, e.g. "unavailable".
+func (c Class) String() string {
+	if int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return fmt.Sprintf("class(%d)", uint8(c))
+}
 
 // Classify returns the class of err, an error of a Checker. Only
 // ClassInvalid is the client's fault; a transport answers every other

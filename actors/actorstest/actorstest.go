@@ -14,9 +14,15 @@ import (
 	"github.com/ratelimitd/ratelimitd/sweeper/clocktest"
 )
 
-// StartSystem starts a System of cfg, stopped (and its Stop checked) when
-// the test ends.
-func StartSystem(t testing.TB, cfg actors.Config) *actors.System {
+// StartSystem starts a System of the default config, stopped (and its Stop
+// checked) when the test ends.
+func StartSystem(t testing.TB) *actors.System {
+	t.Helper()
+	return StartSystemWith(t, actors.Config{})
+}
+
+// StartSystemWith is StartSystem of cfg.
+func StartSystemWith(t testing.TB, cfg actors.Config) *actors.System {
 	t.Helper()
 	sys, err := actors.Start(context.Background(), cfg)
 	if err != nil {
@@ -36,11 +42,17 @@ func StartSystem(t testing.TB, cfg actors.Config) *actors.System {
 func ClockStart() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // StartClocked is StartSystem of one shard on a manual clock reading
-// ClockStart, without sweeps, with cfg's other fields. Time moves only
-// when the test advances the clock it returns.
-func StartClocked(t testing.TB, cfg actors.Config) (*actors.System, *clocktest.Manual) {
+// ClockStart, without sweeps. Time moves only when the test advances the
+// clock it returns.
+func StartClocked(t testing.TB) (*actors.System, *clocktest.Manual) {
+	t.Helper()
+	return StartClockedWith(t, actors.Config{})
+}
+
+// StartClockedWith is StartClocked with cfg's other fields.
+func StartClockedWith(t testing.TB, cfg actors.Config) (*actors.System, *clocktest.Manual) {
 	t.Helper()
 	clk := clocktest.New(ClockStart())
 	cfg.Clock, cfg.Shards, cfg.SweepInterval = clk, 1, -1
-	return StartSystem(t, cfg), clk
+	return StartSystemWith(t, cfg), clk
 }

@@ -39,7 +39,7 @@ type adminFixture struct {
 func newAdminFixture(t *testing.T, rs ...rules.Rule) *adminFixture {
 	t.Helper()
 	f := &adminFixture{}
-	f.sys, _ = actorstest.StartClocked(t, actors.Config{})
+	f.sys, _ = actorstest.StartClocked(t)
 	f.store = apitest.NewStore(t, rs...)
 	f.public = apitest.StartServer(t, f.sys, httpapi.Options{Rules: f.store}).URL
 	h, err := admin.NewHandler(admin.Options{
@@ -95,7 +95,7 @@ func wantError(t *testing.T, r apitest.Response, status int, want apitest.ErrorB
 
 func TestNewAdminHandlerOptions(t *testing.T) {
 	t.Parallel()
-	sys := actorstest.StartSystem(t, actors.Config{})
+	sys := actorstest.StartSystem(t)
 	tests := []struct {
 		name      string
 		opts      admin.Options
@@ -336,7 +336,7 @@ func TestAdminPutRuleErrors(t *testing.T) {
 
 func TestAdminWithoutRules(t *testing.T) {
 	t.Parallel()
-	sys := actorstest.StartSystem(t, actors.Config{})
+	sys := actorstest.StartSystem(t)
 	h, err := admin.NewHandler(admin.Options{Backend: backend{sys}, Token: adminToken})
 	if err != nil {
 		t.Fatal(err)
@@ -523,25 +523,17 @@ func TestAdminDeleteStopsMiddleware(t *testing.T) {
 func TestAdminMetrics(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
-	h, err := admin.NewHandler(admin.Options{Backend: backend{actorstest.StartSystem(t, actors.Config{})}, Token: "tok", Metrics: m.Handler()})
+	h, err := admin.NewHandler(admin.Options{Backend: backend{actorstest.StartSystem(t)}, Token: "tok", Metrics: m.Handler()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv := apitest.Serve(t, h)
 	if r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/metrics", ""); r.Status != http.StatusUnauthorized {
 		t.Fatalf("GET /metrics without the token: got %d, want 401", r.Status)
 	}
-	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "ratelimitd_checks_total") {
-		t.Fatalf("GET /metrics with the token: got %d %.200s", resp.StatusCode, body)
+	r := apitest.DoHeader(t, "GET", srv.URL+"/metrics", "", "Authorization", "Bearer tok")
+	if r.Status != 200 || !strings.Contains(string(r.Body), "ratelimitd_checks_total") {
+		t.Fatalf("GET /metrics with the token: got %d %.200s", r.Status, r.Body)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/admin"
 	"github.com/ratelimitd/ratelimitd/api/httpapi"
@@ -15,7 +14,7 @@ import (
 
 func TestWireAdmin(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	store := apitest.WireRules(t)
 	public, err := httpapi.NewHandler(sys, httpapi.Options{Rules: store})
 	if err != nil {

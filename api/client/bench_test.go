@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
 	"github.com/ratelimitd/ratelimitd/api/httpapi"
@@ -23,7 +22,7 @@ import (
 // rule, and a peek.
 func BenchmarkCheck(b *testing.B) {
 	store := apitest.NewStore(b, rules.Rule{Name: "api", Policy: table.Policy{Scale: longScale, Limit: 1 << 60}})
-	srv := apitest.StartServer(b, actorstest.StartSystem(b, actors.Config{}), httpapi.Options{Rules: store})
+	srv := apitest.StartServer(b, actorstest.StartSystem(b), httpapi.Options{Rules: store})
 	c := newClient(b, client.Options{BaseURL: srv.URL})
 	ctx := context.Background()
 	adHoc := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1 << 60}}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
 	"github.com/ratelimitd/ratelimitd/api/httpapi"
@@ -111,7 +110,7 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			sys, clk := actorstest.StartClocked(t, actors.Config{})
+			sys, clk := actorstest.StartClocked(t)
 			c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{}).URL})
 			for i, s := range tt.steps {
 				clk.Advance(s.advance)
@@ -130,7 +129,7 @@ func TestCheck(t *testing.T) {
 // TestCheckDenyStatus429 reads a denial from a service that answers 429.
 func TestCheckDenyStatus429(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{DenyStatus: http.StatusTooManyRequests})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{DenyStatus: http.StatusTooManyRequests})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1}}
 	for i, want := range []bool{true, false} {
@@ -143,7 +142,7 @@ func TestCheckDenyStatus429(t *testing.T) {
 
 func TestCheckRule(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	store := apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
@@ -181,7 +180,7 @@ func TestCheckRule(t *testing.T) {
 
 func TestCheckAll(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	store := apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 5}})
 	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{Rules: store}).URL})
 	ctx := context.Background()
@@ -224,7 +223,7 @@ func TestCheckAll(t *testing.T) {
 
 func TestRefund(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{}).URL})
 	ctx := context.Background()
 	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
@@ -254,7 +253,7 @@ func TestRefund(t *testing.T) {
 func TestInvalid(t *testing.T) {
 	t.Parallel()
 	store := apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{Rules: store})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{Rules: store})
 	ok := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 10}}
 	type call func(ctx context.Context, c *client.Client) error
 	check := func(id string, l client.Limit, hits int64) call {
@@ -376,7 +375,7 @@ func TestEncoding(t *testing.T) {
 // an HTTPClient of the caller's.
 func TestBaseURL(t *testing.T) {
 	t.Parallel()
-	h, err := httpapi.NewHandler(actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(t), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,5 +405,51 @@ func TestBaseURL(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReserveCancel: Cancel gives the hits back in the window they were
+// counted in, and nothing once that window is over.
+func TestReserveCancel(t *testing.T) {
+	t.Parallel()
+	sys, clk := actorstest.StartClocked(t)
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{}).URL})
+	ctx := context.Background()
+	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
+
+	r, err := c.Reserve(ctx, "dave", l, 4)
+	if err != nil || !r.Allowed || r.Count != 4 {
+		t.Fatalf("reserve 4: got %+v, %v", r, err)
+	}
+	if want := actorstest.ClockStart().UnixMilli(); r.Window != want {
+		t.Fatalf("reserve: got window %d, want the window's start %d", r.Window, want)
+	}
+	d, err := r.Cancel(ctx)
+	if err != nil || d.Count != 0 || d.Remaining != 5 {
+		t.Fatalf("cancel in the same window: got %+v, %v, want count 0", d, err)
+	}
+
+	r, err = c.Reserve(ctx, "dave", l, 5)
+	if err != nil || !r.Allowed {
+		t.Fatalf("reserve 5: got %+v, %v", r, err)
+	}
+	clk.Advance(time.Minute) // the window is over
+	if _, err := c.Check(ctx, "dave", l, 5); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := r.Cancel(ctx); err != nil || d.Count != 5 || d.Allowed {
+		t.Fatalf("cancel after the window ended: got %+v, %v, want the new window untouched (count 5, full)", d, err)
+	}
+
+	// A denial reserves nothing: Cancel sends nothing.
+	r, err = c.Reserve(ctx, "dave", l, 1)
+	if err != nil || r.Allowed || r.Window != 0 {
+		t.Fatalf("reserve in a full window: got %+v, %v, want denied with no window", r, err)
+	}
+	if d, err := r.Cancel(ctx); err != nil || d != (client.Decision{}) {
+		t.Fatalf("cancel of a denial: got %+v, %v, want nothing", d, err)
+	}
+	if _, err := c.RefundWindow(ctx, "dave", l, 1, -1); err == nil {
+		t.Fatalf("RefundWindow with a negative window: got no error")
 	}
 }

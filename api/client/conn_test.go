@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
 	"github.com/ratelimitd/ratelimitd/api/httpapi"
@@ -20,7 +19,7 @@ import (
 // connections it accepts.
 func countingServer(t testing.TB) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
-	h, err := httpapi.NewHandler(actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(t), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

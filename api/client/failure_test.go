@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
 	"github.com/ratelimitd/ratelimitd/api/httpapi"
@@ -97,7 +96,7 @@ func TestUnavailable(t *testing.T) {
 // when it ends, however many calls fail meanwhile.
 func TestOutageLogged(t *testing.T) {
 	t.Parallel()
-	h, err := httpapi.NewHandler(actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(t), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +188,7 @@ func TestTimeout(t *testing.T) {
 // later call returns ErrClosed.
 func TestClose(t *testing.T) {
 	t.Parallel()
-	h, err := httpapi.NewHandler(actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(t), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +237,7 @@ func TestClose(t *testing.T) {
 // gets a decision or ErrClosed, and nothing races.
 func TestCloseConcurrent(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1 << 40}}
 	var wg sync.WaitGroup
@@ -272,7 +271,7 @@ func TestCloseConcurrent(t *testing.T) {
 // Wait under FailClosed retries until its context ends.
 func TestServerStopped(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	ctx := context.Background()
 	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 100}}
 	clk, waitCtx := newFakeClock(t, 10*time.Second)

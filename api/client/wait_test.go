@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
 	"github.com/ratelimitd/ratelimitd/api/httpapi"
@@ -26,7 +25,7 @@ func TestWaitPacing(t *testing.T) {
 		n    = 2000
 		rate = 500
 	)
-	sys, clk := actorstest.StartClocked(t, actors.Config{})
+	sys, clk := actorstest.StartClocked(t)
 	srv := apitest.StartServer(t, sys, httpapi.Options{})
 	c := newClient(t, client.Options{BaseURL: srv.URL, Clock: manualClock{clk}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -74,7 +73,7 @@ func TestWaitPacing(t *testing.T) {
 // hits are admitted in order, and the pace holds (at least 99 ms for 100).
 func TestWaitRealTime(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	tests := []struct {
 		name    string

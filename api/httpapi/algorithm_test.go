@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/httpapi"
 	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
@@ -96,7 +95,7 @@ func TestAlgorithms(t *testing.T) {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
 			t.Run(tt.name+" "+method, func(t *testing.T) {
 				t.Parallel()
-				sys, clk := actorstest.StartClocked(t, actors.Config{})
+				sys, clk := actorstest.StartClocked(t)
 				srv := apitest.StartServer(t, sys, httpapi.Options{})
 				vals, err := url.ParseQuery(tt.Params)
 				if err != nil {
@@ -141,7 +140,7 @@ func TestAlgorithms(t *testing.T) {
 // bursts, counts in two buckets.
 func TestAlgorithmsApart(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	srv := apitest.StartServer(t, sys, httpapi.Options{})
 	for i, q := range []string{
 		"scale=1s&limit=1",

@@ -20,7 +20,7 @@ import (
 // and watch (a shadow rule, 1 per minute).
 func batchServer(t *testing.T, opts httpapi.Options) string {
 	t.Helper()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	opts.Rules = apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},

@@ -7,12 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/httpapi"
@@ -31,7 +29,7 @@ func benchQuery(i int) string {
 }
 
 func BenchmarkCheckRateGET(b *testing.B) {
-	h, err := httpapi.NewHandler(actorstest.StartSystem(b, actors.Config{}), httpapi.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(b), httpapi.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -161,7 +159,7 @@ func BenchmarkCheckRatePOSTBatch(b *testing.B) {
 		name string
 		c    api.Checker
 	}{
-		{"system", actorstest.StartSystem(b, actors.Config{})},
+		{"system", actorstest.StartSystem(b)},
 		{"api-only", f},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -197,7 +195,7 @@ func BenchmarkCheckRatePOSTBatch(b *testing.B) {
 }
 
 func BenchmarkCheckRateMetrics(b *testing.B) {
-	h, err := httpapi.NewHandler(actorstest.StartSystem(b, actors.Config{}), httpapi.Options{Metrics: metrics.New()})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(b), httpapi.Options{Metrics: metrics.New()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -231,7 +229,7 @@ func BenchmarkHTTPLoad(b *testing.B) {
 	}))
 	defer bare.Close()
 	// The check_rate side is configured as the daemon runs it: with metrics.
-	sys := actorstest.StartSystem(b, actors.Config{})
+	sys := actorstest.StartSystem(b)
 	m := metrics.New()
 	m.Observe(func() metrics.Stats { return metrics.Stats{Buckets: sys.Stats().Buckets} })
 	h, err := httpapi.NewHandler(sys, httpapi.Options{Metrics: m})
@@ -245,31 +243,13 @@ func BenchmarkHTTPLoad(b *testing.B) {
 	for i := range paths {
 		paths[i] = benchQuery(i)
 	}
-	// Alternate short rounds, so that a change in background load biases
-	// neither side.
-	trBare, trCheck := apitest.NewLoadTransport(conns), apitest.NewLoadTransport(conns)
-	defer trBare.CloseIdleConnections()
-	defer trCheck.CloseIdleConnections()
-	var rb, rc apitest.LoadResult
-	b.ResetTimer()
-	for range rounds {
-		apitest.RunLoad(b, trBare, bare.URL, []string{"/"}, conns, d/rounds, &rb)
-		apitest.RunLoad(b, trCheck, check.URL, paths, conns, d/rounds, &rc)
-	}
-	b.StopTimer()
-	if len(rb.Lat) == 0 || len(rc.Lat) == 0 {
-		b.Fatal("no requests completed")
-	}
-	slices.Sort(rb.Lat)
-	slices.Sort(rc.Lat)
-
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	rb, rc := apitest.CompareLoad(b, bare.URL, []string{"/"}, check.URL, paths, conns, rounds, d)
 	b.ReportMetric(rb.Rate(), "bare-req/s")
 	b.ReportMetric(rc.Rate(), "check-req/s")
 	b.ReportMetric(rc.Rate()/rb.Rate(), "check/bare")
-	b.ReportMetric(us(rb.Quantile(0.50)), "bare-p50-µs")
-	b.ReportMetric(us(rb.Quantile(0.99)), "bare-p99-µs")
-	b.ReportMetric(us(rc.Quantile(0.50)), "check-p50-µs")
-	b.ReportMetric(us(rc.Quantile(0.99)), "check-p99-µs")
+	b.ReportMetric(rb.Micros(0.50), "bare-p50-µs")
+	b.ReportMetric(rb.Micros(0.99), "bare-p99-µs")
+	b.ReportMetric(rc.Micros(0.50), "check-p50-µs")
+	b.ReportMetric(rc.Micros(0.99), "check-p99-µs")
 	b.ReportMetric(0, "ns/op") // b.N is not the work done
 }

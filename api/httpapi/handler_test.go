@@ -263,7 +263,7 @@ func badInputs() []badInput {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{Rules: badInputRules(t)})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{Rules: badInputRules(t)})
 	c := srv.Client()
 	for _, tt := range badInputs() {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,7 +304,7 @@ func TestBadInput(t *testing.T) {
 // TestGoodInput checks the accepted spellings of each parameter.
 func TestGoodInput(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	c := srv.Client()
 	maxID := strings.Repeat("x", table.MaxIDLen)
 	tests := []struct {
@@ -455,8 +455,8 @@ func runFlow(t *testing.T, srvURL, id string, steps []step) {
 
 func TestFlows(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
-	srv429 := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{DenyStatus: http.StatusTooManyRequests})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
+	srv429 := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{DenyStatus: http.StatusTooManyRequests})
 	allow := func(count, limit int64) apitest.DecisionBody {
 		return apitest.DecisionBody{Allowed: true, Count: count, Limit: limit, Remaining: limit - count}
 	}
@@ -517,7 +517,7 @@ func TestFlows(t *testing.T) {
 // TestPostFlow mixes GET and POST on one bucket: they are the same check.
 func TestPostFlow(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	body := `{"id":"mixed","scale":"` + apitest.LongScale + `","limit":2}`
 	getURL := srv.URL + "/check_rate?id=mixed&scale=" + apitest.LongScale + "&limit=2"
 	steps := []struct {
@@ -548,7 +548,7 @@ func TestPostFlow(t *testing.T) {
 
 func TestIDRoundTrip(t *testing.T) {
 	t.Parallel()
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	ids := []string{
 		`plain`,
 		`with "quotes"`,
@@ -788,7 +788,7 @@ func TestConcurrentOneID(t *testing.T) {
 		perG       = 5
 		limit      = 100
 	)
-	srv := apitest.StartServer(t, actorstest.StartSystem(t, actors.Config{}), httpapi.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	tr := &http.Transport{MaxIdleConnsPerHost: goroutines}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr}
@@ -827,5 +827,32 @@ func TestConcurrentOneID(t *testing.T) {
 	}
 	if got := other.Load(); got != 0 {
 		t.Errorf("got %d other answers, want 0", got)
+	}
+}
+
+// TestCheckerValidates: the handler checks each parameter as it parses it
+// and leaves the table's rules of a whole request to the Checker, which
+// validates every request once: a check whose refill time the table refuses
+// is sent on, and the Checker's error answered 400 as it says. A rule whose
+// policy the table refuses is known from its Set, with no request sent.
+func TestCheckerValidates(t *testing.T) {
+	t.Parallel()
+	f := &apitest.FakeChecker{Err: &table.FieldError{Field: "burst", Message: table.MsgRefill}}
+	store := apitest.NewStore(t, rules.Rule{Name: "slow", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}})
+	srv := apitest.StartServer(t, f, httpapi.Options{Rules: store})
+
+	r := apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&scale=8784h&limit=1&algorithm=token_bucket&burst=2", "")
+	const want = `{"error":"burst: burst × scale/limit (the time to refill) must be at most 8784h0m0s","field":"burst"}`
+	if r.Status != 400 || string(r.Body) != want {
+		t.Errorf("got %d %s, want 400 %s", r.Status, r.Body, want)
+	}
+	wantReq := table.Request{ID: "a", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: table.MaxScale, Limit: 1, Burst: 2}, Hits: 1}
+	if got := f.Requests(); len(got) != 1 || got[0] != wantReq {
+		t.Errorf("got requests %+v to the Checker, want exactly %+v", got, wantReq)
+	}
+
+	r = apitest.Do(t, http.DefaultClient, "GET", srv.URL+"/check_rate?id=a&rule=slow", "")
+	if r.Status != 400 || len(f.Requests()) != 1 {
+		t.Errorf("by rule slow: got %d %s and %d requests to the Checker, want 400 and none more", r.Status, r.Body, len(f.Requests()))
 	}
 }

@@ -49,7 +49,7 @@ func runRuleSteps(t *testing.T, srvURL string, steps []ruleStep) {
 
 func TestCheckByRule(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	st := apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
 		rules.Rule{Name: "tb", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 10, Burst: 2}},
@@ -103,7 +103,7 @@ func TestCheckByRule(t *testing.T) {
 // TestCheckByRuleErrors checks the 400s of checks by rule, word for word.
 func TestCheckByRuleErrors(t *testing.T) {
 	t.Parallel()
-	sys := actorstest.StartSystem(t, actors.Config{})
+	sys := actorstest.StartSystem(t)
 	withRules := apitest.StartServer(t, sys, httpapi.Options{Rules: apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})})
 	emptyRules := apitest.StartServer(t, sys, httpapi.Options{Rules: apitest.NewStore(t)})
 	noRules := apitest.StartServer(t, sys, httpapi.Options{})
@@ -149,7 +149,7 @@ func TestCheckByRuleErrors(t *testing.T) {
 // the second check sees the change, and the counts carry over.
 func TestRuleChangeSeenAtOnce(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	st := apitest.NewStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Minute, Limit: 1}})
 	srv := apitest.StartServer(t, sys, httpapi.Options{Rules: st})
 	get := func() apitest.Response {
@@ -185,7 +185,7 @@ func TestRuleChangeSeenAtOnce(t *testing.T) {
 // answered 503 with Retry-After, counted as "full", and consumes nothing.
 func TestFull(t *testing.T) {
 	t.Parallel()
-	sys, clk := actorstest.StartClocked(t, actors.Config{MaxBuckets: 2})
+	sys, clk := actorstest.StartClockedWith(t, actors.Config{MaxBuckets: 2})
 	m := metrics.New()
 	srv := apitest.StartServer(t, sys, httpapi.Options{Metrics: m, Rules: apitest.NewStore(t,
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: 10 * time.Second, Limit: 5}, Shadow: true})})
@@ -257,7 +257,7 @@ func TestFull(t *testing.T) {
 // out a fresh budget.
 func TestReloadsUnderLoadGiveNoDoubleBudget(t *testing.T) {
 	t.Parallel()
-	sys := actorstest.StartSystem(t, actors.Config{})
+	sys := actorstest.StartSystem(t)
 	login := rules.Rule{Name: "login", Policy: table.Policy{Algorithm: table.FixedWindow, Scale: time.Duration(apitest.LongScaleSeconds) * time.Second, Limit: 50}}
 	st, err := rules.NewStore([]rules.Rule{login})
 	if err != nil {

@@ -18,7 +18,7 @@ const refill = `"scale":"8784h","limit":1,"algorithm":"token_bucket","burst":2`
 
 func TestWireCheck(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	h, err := httpapi.NewHandler(sys, httpapi.Options{Rules: apitest.WireRules(t), Metrics: metrics.New()})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestWireCheck(t *testing.T) {
 
 func TestWireCheckFull(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{MaxBuckets: 1})
+	sys, _ := actorstest.StartClockedWith(t, actors.Config{MaxBuckets: 1})
 	h, err := httpapi.NewHandler(sys, httpapi.Options{Rules: apitest.WireRules(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -104,7 +104,7 @@ func TestMiddleware(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			mw, err := middleware.New(actorstest.StartSystem(t, actors.Config{}), tt.opts)
+			mw, err := middleware.New(actorstest.StartSystem(t), tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestMiddlewareErrors(t *testing.T) {
 			t.Parallel()
 			c := tt.c
 			if c == nil {
-				c = actorstest.StartSystem(t, actors.Config{})
+				c = actorstest.StartSystem(t)
 			}
 			mw, err := middleware.New(c, middleware.Options{Policy: table.Policy{Scale: time.Second, Limit: 5}, KeyFunc: tt.key})
 			if err != nil {
@@ -325,7 +325,7 @@ func TestMiddlewareRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			mw, err := middleware.New(actorstest.StartSystem(t, actors.Config{}), tt.opts)
+			mw, err := middleware.New(actorstest.StartSystem(t), tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -344,7 +344,7 @@ func TestMiddlewareRuleDeleted(t *testing.T) {
 		if byName {
 			opts.Rule = "api"
 		}
-		mw, err := middleware.New(actorstest.StartSystem(t, actors.Config{}), opts)
+		mw, err := middleware.New(actorstest.StartSystem(t), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +366,7 @@ func TestMiddlewareRuleDeleted(t *testing.T) {
 // that never reaches the next handler.
 func TestMiddlewareFull(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{MaxBuckets: 1})
+	sys, _ := actorstest.StartClockedWith(t, actors.Config{MaxBuckets: 1})
 	mw, err := middleware.New(sys, middleware.Options{Policy: table.Policy{Scale: 30 * time.Second, Limit: 5}, KeyFunc: keyHeader})
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +392,7 @@ func TestMiddlewareFull(t *testing.T) {
 // under its client's.
 func TestMiddlewareKeySources(t *testing.T) {
 	t.Parallel()
-	sys := actorstest.StartSystem(t, actors.Config{})
+	sys := actorstest.StartSystem(t)
 	st := apitest.NewStore(t,
 		rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}},
 		rules.Rule{Name: "q", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "query:token", Match: rules.Match{Prefix: "/q"}},
@@ -448,7 +448,7 @@ func TestMiddlewareKeySources(t *testing.T) {
 // with Retry-After set; NoRateLimitHeaders leaves the RateLimit fields off.
 func TestMiddlewareOnDenyAndNoHeaders(t *testing.T) {
 	t.Parallel()
-	sys := actorstest.StartSystem(t, actors.Config{})
+	sys := actorstest.StartSystem(t)
 	var got table.Decision
 	mw, err := middleware.New(sys, middleware.Options{
 		Policy:             table.Policy{Scale: time.Hour, Limit: 1},
@@ -463,22 +463,14 @@ func TestMiddlewareOnDenyAndNoHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
-	defer srv.Close()
+	srv := apitest.Serve(t, mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	for i, want := range []int{200, http.StatusTeapot} {
-		req, _ := http.NewRequest("GET", srv.URL, nil)
-		req.Header.Set("X-Key", "z")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		r := apitest.DoHeader(t, "GET", srv.URL, "", "X-Key", "z")
+		if r.Status != want || r.Header.Get("RateLimit") != "" || r.Header.Get("RateLimit-Policy") != "" {
+			t.Fatalf("request %d: got %d %v, want %d without RateLimit fields", i, r.Status, r.Header, want)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != want || resp.Header.Get("RateLimit") != "" || resp.Header.Get("RateLimit-Policy") != "" {
-			t.Fatalf("request %d: got %d %v, want %d without RateLimit fields", i, resp.StatusCode, resp.Header, want)
-		}
-		if want == http.StatusTeapot && (string(body) != "slow down" || resp.Header.Get("Retry-After") == "" || got.Allowed || got.Count != 1) {
-			t.Fatalf("denial: body %q, Retry-After %q, decision %+v", body, resp.Header.Get("Retry-After"), got)
+		if want == http.StatusTeapot && (string(r.Body) != "slow down" || r.Header.Get("Retry-After") == "" || got.Allowed || got.Count != 1) {
+			t.Fatalf("denial: body %q, Retry-After %q, decision %+v", r.Body, r.Header.Get("Retry-After"), got)
 		}
 	}
 }
@@ -488,7 +480,7 @@ func TestMiddlewareOnDenyAndNoHeaders(t *testing.T) {
 // run: the difference is the middleware's cost per request.
 func BenchmarkMiddlewareOverhead(b *testing.B) {
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
-	sys := actorstest.StartSystem(b, actors.Config{})
+	sys := actorstest.StartSystem(b)
 	mw, err := middleware.New(sys, middleware.Options{Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, KeyFunc: keyHeader})
 	if err != nil {
 		b.Fatal(err)
@@ -525,5 +517,51 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestMiddlewareKeyMustBeUTF8: a KeyFunc key that is not valid UTF-8 is
+// answered 400 naming id, and the request goes no further; a rule's header
+// key that is not valid UTF-8 is unusable, as an empty one is: the request
+// spends its client's budget.
+func TestMiddlewareKeyMustBeUTF8(t *testing.T) {
+	t.Parallel()
+	sys, _ := actorstest.StartClocked(t) // on a whole hour: t=3600
+	st := apitest.NewStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 2}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
+	mw, err := middleware.New(sys, middleware.Options{Rules: st, Policy: table.Policy{Scale: time.Hour, Limit: 5}, KeyFunc: keyHeader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) })))
+	t.Cleanup(srv.Close)
+
+	r := apitest.DoHeader(t, "GET", srv.URL+"/page", "", "X-Key", "c\xff")
+	if r.Status != http.StatusBadRequest || string(r.Body) != apitest.BadUTF8Body {
+		t.Errorf("KeyFunc key not UTF-8: got %d %s, want 400 %s", r.Status, r.Body, apitest.BadUTF8Body)
+	}
+	if got := calls.Load(); got != 0 {
+		t.Errorf("the next handler was called %d times, want 0", got)
+	}
+	steps := []struct {
+		hdr    []string
+		status int
+		policy string // the RateLimit-Policy: which limit was spent
+		rl     string
+	}{
+		{[]string{"X-Key", "c", "X-API-Key", "k\xff"}, 200, `"api";q=2;w=3600`, `"api";r=1;t=3600`}, // c's budget under the rule
+		{[]string{"X-Key", "c", "X-API-Key", "\xed\xa0\x80"}, 200, `"api";q=2;w=3600`, `"api";r=0;t=3600`},
+		{[]string{"X-Key", "c", "X-API-Key", "k\xfe"}, 413, `"api";q=2;w=3600`, `"api";r=0;t=3600`},
+		{[]string{"X-Key", "d", "X-API-Key", "k\xff"}, 200, `"api";q=2;w=3600`, `"api";r=1;t=3600`}, // another client, its own
+	}
+	for i, s := range steps {
+		r := apitest.DoHeader(t, "GET", srv.URL+"/api/x", "", s.hdr...)
+		if r.Status != s.status {
+			t.Fatalf("step %d: got %d %s, want %d", i, r.Status, r.Body, s.status)
+		}
+		apitest.WantHeaders(t, r, map[string]string{"RateLimit-Policy": s.policy, "RateLimit": s.rl})
+	}
+	if got := calls.Load(); got != 3 {
+		t.Errorf("the next handler was called %d times, want 3", got)
 	}
 }

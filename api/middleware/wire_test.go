@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/middleware"
@@ -17,7 +16,7 @@ import (
 
 func TestWireMiddleware(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	store := apitest.WireRules(t)
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "next") })
 	key := func(r *http.Request) string { return r.Header.Get("X-Client") }

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/metrics"
@@ -59,7 +58,7 @@ func startUpstream(t testing.TB) *upstream {
 // the peer.
 func startProxy(t testing.TB, upstreamURL string, opts proxy.Options) *httptest.Server {
 	t.Helper()
-	sys := actorstest.StartSystem(t, actors.Config{})
+	sys := actorstest.StartSystem(t)
 	u, err := url.Parse(upstreamURL)
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +297,7 @@ func TestProxyExactUnderLoad(t *testing.T) {
 
 func TestProxyOptions(t *testing.T) {
 	t.Parallel()
-	sys := actorstest.StartSystem(t, actors.Config{})
+	sys := actorstest.StartSystem(t)
 	u, _ := url.Parse("http://127.0.0.1:1")
 	for name, opts := range map[string]proxy.Options{
 		"no upstream":   {},
@@ -333,7 +332,7 @@ func BenchmarkProxy(b *testing.B) {
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256},
 	})
 	defer bare.Close()
-	sys := actorstest.StartSystem(b, actors.Config{})
+	sys := actorstest.StartSystem(b)
 	m := metrics.New()
 	h, err := proxy.New(sys, proxy.Options{
 		Upstream:  u,
@@ -346,24 +345,12 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	limited := httptest.NewServer(h)
 	defer limited.Close()
-	trBare, trLimited := apitest.NewLoadTransport(conns), apitest.NewLoadTransport(conns)
-	defer trBare.CloseIdleConnections()
-	defer trLimited.CloseIdleConnections()
-	var rb, rl apitest.LoadResult
-	b.ResetTimer()
-	for range rounds {
-		apitest.RunLoad(b, trBare, bare.URL, []string{"/"}, conns, d/rounds, &rb)
-		apitest.RunLoad(b, trLimited, limited.URL, []string{"/"}, conns, d/rounds, &rl)
-	}
-	b.StopTimer()
-	slices.Sort(rb.Lat)
-	slices.Sort(rl.Lat)
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	rb, rl := apitest.CompareLoad(b, bare.URL, []string{"/"}, limited.URL, []string{"/"}, conns, rounds, d)
 	b.ReportMetric(rb.Rate(), "reverseproxy-req/s")
 	b.ReportMetric(rl.Rate(), "ratelimitd-req/s")
 	b.ReportMetric(rl.Rate()/rb.Rate(), "ratelimitd/reverseproxy")
-	b.ReportMetric(us(rb.Quantile(0.99)), "reverseproxy-p99-µs")
-	b.ReportMetric(us(rl.Quantile(0.99)), "ratelimitd-p99-µs")
+	b.ReportMetric(rb.Micros(0.99), "reverseproxy-p99-µs")
+	b.ReportMetric(rl.Micros(0.99), "ratelimitd-p99-µs")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -373,7 +360,7 @@ func BenchmarkProxy(b *testing.B) {
 func TestProxyBadInput(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
-	sys := actorstest.StartSystem(t, actors.Config{})
+	sys := actorstest.StartSystem(t)
 	u, _ := url.Parse(up.URL)
 	h, err := proxy.New(sys, proxy.Options{Upstream: u, PerClient: &table.Policy{Scale: time.Hour, Limit: 1000}, PerHost: &table.Policy{Scale: time.Hour, Limit: 1000}})
 	if err != nil {
@@ -405,5 +392,44 @@ func TestProxyBadInput(t *testing.T) {
 		if resp.StatusCode >= 500 {
 			t.Fatalf("request %d: got %d, want a 4xx or 200", i, resp.StatusCode)
 		}
+	}
+}
+
+// TestProxyKeyMustBeUTF8: a ClientKey that is not valid UTF-8 is an unusable
+// client address (400, upstream untouched); a rule's header key that is not
+// valid UTF-8 falls back to the client's key.
+func TestProxyKeyMustBeUTF8(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	st := apitest.NewStore(t, rules.Rule{Name: "api", Policy: table.Policy{Scale: time.Hour, Limit: 1}, Key: "header:X-API-Key", Match: rules.Match{Prefix: "/api"}})
+	srv := startProxy(t, up.URL, proxy.Options{Rules: st})
+	r := proxyGet(t, srv, "/api/x", map[string]string{"X-Test-Client": "203.0.113.7\xff"})
+	if want := `{"error":"the client address is unusable","field":""}`; r.Status != http.StatusBadRequest || string(r.Body) != want {
+		t.Errorf("client key not UTF-8: got %d %s, want 400 %s", r.Status, r.Body, want)
+	}
+	steps := []struct {
+		client, key string
+		status      int
+		id          string // the id of the denial's body
+	}{
+		{"203.0.113.7", "k\xff", 200, ""},
+		{"203.0.113.7", "k\xfe", 413, "203.0.113.7"}, // the same client's budget, spent
+		{"198.51.100.1", "k\xff", 200, ""},
+	}
+	for i, s := range steps {
+		r := proxyGet(t, srv, "/api/x", map[string]string{"X-Test-Client": s.client, "X-API-Key": s.key})
+		if r.Status != s.status {
+			t.Fatalf("step %d: got %d %s, want %d", i, r.Status, r.Body, s.status)
+		}
+		if s.id != "" {
+			var d apitest.RuleDecision
+			apitest.DecodeStrict(t, r.Body, &d)
+			if d.ID != s.id || d.Rule != "api" || d.Count != 1 || d.Limit != 1 {
+				t.Errorf("step %d: got %+v, want count 1 of 1 for %q under api", i, d, s.id)
+			}
+		}
+	}
+	if got := up.hits.Load(); got != 2 {
+		t.Errorf("the upstream saw %d requests, want 2", got)
 	}
 }

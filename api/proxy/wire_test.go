@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
@@ -24,7 +23,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func TestWireProxy(t *testing.T) {
 	t.Parallel()
-	sys, _ := actorstest.StartClocked(t, actors.Config{})
+	sys, _ := actorstest.StartClocked(t)
 	up, _ := url.Parse("http://upstream.test")
 	transport := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if r.URL.Path == "/down" {

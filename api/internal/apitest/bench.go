@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,4 +101,33 @@ func NewLoadTransport(conns int) *http.Transport {
 		MaxConnsPerHost:     conns,
 		DisableCompression:  true,
 	}
+}
+
+// CompareLoad drives a (the paths pathsA) and b (pathsB) over conns
+// connections each for d in all, in rounds alternating between them, so
+// that a change in background load biases neither side, and returns what
+// each measured, latencies sorted. The benchmark's timer runs only over
+// the rounds.
+func CompareLoad(tb *testing.B, a string, pathsA []string, b string, pathsB []string, conns, rounds int, d time.Duration) (ra, rb LoadResult) {
+	tb.Helper()
+	trA, trB := NewLoadTransport(conns), NewLoadTransport(conns)
+	defer trA.CloseIdleConnections()
+	defer trB.CloseIdleConnections()
+	tb.ResetTimer()
+	for range rounds {
+		RunLoad(tb, trA, a, pathsA, conns, d/time.Duration(rounds), &ra)
+		RunLoad(tb, trB, b, pathsB, conns, d/time.Duration(rounds), &rb)
+	}
+	tb.StopTimer()
+	if len(ra.Lat) == 0 || len(rb.Lat) == 0 {
+		tb.Fatal("no requests completed")
+	}
+	slices.Sort(ra.Lat)
+	slices.Sort(rb.Lat)
+	return ra, rb
+}
+
+// Micros returns the q-quantile latency of r in microseconds.
+func (r LoadResult) Micros(q float64) float64 {
+	return float64(r.Quantile(q)) / float64(time.Microsecond)
 }
