@@ -90,13 +90,12 @@ type admin struct {
 	mu       sync.Mutex // serializes rule changes, so OnRulesChanged sees them in order
 }
 
-// NewHandler returns the HTTP handler of the admin API, to be served
-// on a listener of its own, never on the public one (see the package
-// documentation for its endpoints). Every request but GET /healthz must
-// carry the token; one that does not is answered 401 with
-// WWW-Authenticate: Bearer, before its path is even looked at. The error,
-// which matches ErrInvalidOption, names the option at fault. The handler is
-// safe for concurrent use.
+// NewHandler returns the HTTP handler of the admin API, to be served on a
+// listener of its own, never on the public one (README.md lists its
+// endpoints). Every request but GET /healthz must carry the token; one that
+// does not is answered 401 with WWW-Authenticate: Bearer, before its path
+// is even looked at. The error, which matches api.ErrInvalidOption, names
+// the option at fault. The handler is safe for concurrent use.
 func NewHandler(opts Options) (http.Handler, error) {
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("%w: Backend is nil", api.ErrInvalidOption)

@@ -73,7 +73,7 @@ type Options struct {
 // a trailing slash), so "//api" and "/x/../api" cannot dodge a rule for
 // "/api".
 //
-// New validates opts once; the error, which matches ErrInvalidOption,
+// New validates opts once; the error, which matches api.ErrInvalidOption,
 // names the field at fault. The middleware is safe for concurrent use.
 func New(c api.Checker, opts Options) (func(http.Handler) http.Handler, error) {
 	deny, err := httpwire.CheckOptions(c, opts.DenyStatus)
