@@ -247,7 +247,7 @@ func parseSimPolicy(raw json.RawMessage) (table.Policy, error) {
 // prefixed names a table.FieldError's field under prefix.
 func prefixed(prefix string, err error) error {
 	if fe, ok := err.(*table.FieldError); ok {
-		return errField(prefix+fe.Field, "%s", fe.Rule)
+		return errField(prefix+fe.Field, "%s", fe.Message)
 	}
 	return errField(strings.TrimSuffix(prefix, "."), "%v", err)
 }

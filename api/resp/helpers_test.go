@@ -18,8 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/api/resp"
 	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
+	"github.com/ratelimitd/ratelimitd/api/resp"
 )
 
 // clientLog records what go-redis logs: every test's clients must connect
