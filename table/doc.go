@@ -53,9 +53,13 @@
 // second ordered index holds one entry per group, keyed by the time its
 // oldest window expires; DeleteExpired pops due groups and deletes their
 // expired prefix, at a cost proportional to what it deletes, not to the size
-// of the table. Config.BucketTTL keeps buckets longer, never shorter.
-// Config.MaxBuckets bounds the table: expired buckets make room first, then
-// the policy (deny-new, or evict the bucket closest to expiring) applies.
+// of the table. DeleteExpiredSlice bounds one call by count, by the limits
+// it looks at and by the caller's time (asked every SliceCheck deletions),
+// so that a sweep holds the table a bounded while. Config.BucketTTL keeps
+// buckets longer, never shorter. Config.MaxBuckets bounds the table:
+// expired buckets make room first (a check looks at a few limits for one),
+// then the policy (deny-new, or evict the bucket closest to expiring)
+// applies.
 //
 // # Durability
 //

@@ -19,8 +19,9 @@ type Config struct {
 	// changed, for Changes to report (a journal writes them).
 	TrackChanges bool
 	// MaxBuckets caps the buckets the table holds; 0 means no cap. When a
-	// new bucket is needed and the table is full, expired buckets go first;
-	// then, if Evict is set, the bucket closest to expiring is evicted
+	// new bucket is needed and the table is full, expired buckets go first
+	// (the check looks at a few limits' oldest windows for one, so that its
+	// cost stays bounded); then, if Evict is set, the bucket closest to expiring is evicted
 	// (counted in Stats.Evictions); otherwise the request is denied with
 	// Decision.Full (counted in Stats.Rejections) and nothing changes.
 	MaxBuckets int
@@ -67,6 +68,8 @@ type Table struct {
 	w       recordWriter // used by Changes
 
 	counted int64 // Unix ms: the Reservation.Window of the last Apply that counted hits
+
+	sweep sweepState // DeleteExpiredSlice's batch
 
 	// An all-or-nothing unit in progress (see Begin).
 	inTx        bool
@@ -171,6 +174,7 @@ func New(cfg Config) *Table {
 	}
 	opts := btree.Options{NoLocks: true, Degree: 128}
 	t.tree = btree.NewBTreeGOptions(lessItem, opts)
+	t.initSweep()
 	t.due = btree.NewBTreeGOptions(func(a, b dueItem) bool {
 		if a.at != b.at {
 			return a.at < b.at
@@ -470,10 +474,17 @@ func (t *Table) create(g *group, k *groupKey, b int64, h uint64, id string, s sl
 	return true
 }
 
+// makeRoomGroups bounds the limits a full table looks at, on the check
+// path, for an expired bucket to reclaim. A limit whose oldest window was
+// emptied by a reset or a move can be due without holding an expired
+// bucket; looking at it moves it to its real due time, so a later look
+// goes further.
+const makeRoomGroups = 8
+
 // makeRoom frees one bucket in a full table: an expired one, or with the
 // evict policy the one closest to expiring. It reports whether it did.
 func (t *Table) makeRoom(ms int64) bool {
-	if t.DeleteExpired(time.UnixMilli(ms), 1) == 1 {
+	if t.DeleteExpiredSlice(time.UnixMilli(ms), Slice{Max: 1, Groups: makeRoomGroups}).Deleted == 1 {
 		return true
 	}
 	if !t.evict {
@@ -582,35 +593,160 @@ func (t *Table) remove(g *group, it item) bool {
 // when it has refilled. The cost is proportional to the buckets deleted
 // (times log n), not to the size of the table.
 func (t *Table) DeleteExpired(now time.Time, max int) int {
+	return t.DeleteExpiredSlice(now, Slice{Max: max}).Deleted
+}
+
+// SliceCheck is how many units of work (deletions, and limits looked at)
+// DeleteExpiredSlice does between two calls of Slice.Over.
+const SliceCheck = 64
+
+// Slice bounds one DeleteExpiredSlice call by count and by time, so that a
+// sweep can hold its table for a bounded while and let checks in between
+// slices. The table reads no clock: the caller's Over says when the time
+// is up.
+type Slice struct {
+	// Max is the most buckets the slice deletes; 0 or less deletes none.
+	Max int
+	// Groups, if positive, bounds how many limits' oldest windows the
+	// slice looks at, whether or not they hold expired buckets.
+	Groups int
+	// Over, if set, is called after every SliceCheck units of work (a
+	// bucket deleted, or a limit looked at); when it returns true the
+	// slice ends there. Typically it compares a monotonic clock with a
+	// deadline.
+	Over func() bool
+}
+
+// Swept is what one DeleteExpiredSlice call did.
+type Swept struct {
+	Deleted int // buckets deleted
+	Groups  int // limits whose oldest window was looked at
+	// More reports that the slice ended on its bounds (Max, Groups or
+	// Over) while expired buckets may remain: another slice is due. False
+	// means every bucket expired at now is gone.
+	More bool
+}
+
+// sweepBatch is how many buckets DeleteExpiredSlice deletes at once: it
+// loads their slots and index entries together first, so that their cache
+// misses overlap instead of coming one after the other.
+const sweepBatch = 64
+
+// DeleteExpiredSlice is DeleteExpired bounded by s: it deletes buckets
+// expired at now, oldest limits first, until none is left or a bound of s
+// is reached. Its cost is proportional to what it deletes and looks at,
+// and between two calls of s.Over it does at most SliceCheck units of
+// work.
+func (t *Table) DeleteExpiredSlice(now time.Time, s Slice) Swept {
 	_, ms := t.advance(now)
-	deleted := 0
-	for deleted < max {
+	var r Swept
+	work := 0 // units since Over was last called
+	over := func() bool {
+		if s.Over == nil || work < SliceCheck {
+			return false
+		}
+		work = 0
+		return s.Over()
+	}
+	for {
 		d, ok := t.due.Min()
 		if !ok || d.at > ms {
-			break
+			return r
 		}
+		if r.Deleted >= s.Max || s.Groups > 0 && r.Groups >= s.Groups || over() {
+			r.More = true
+			return r
+		}
+		r.Groups++
+		work++
 		g := t.byID[d.gid]
 		// Windows below cut have expired.
 		cut := floorDiv(ms-t.ttlMs, g.key.widthMs) - g.key.span() + 1
-		t.tree.DeleteAscend(first(g.id), func(it item) btree.Action {
-			if it.gid() != g.id || it.bucket >= cut || deleted >= max {
-				return btree.Stop
+		stop := false
+		for !stop {
+			k := t.deleteBatch(g, cut, min(sweepBatch, s.Max-r.Deleted))
+			r.Deleted += k
+			work += k
+			if g.n == 0 || k == 0 {
+				break
 			}
-			t.release(it.slot())
-			g.n--
-			deleted++
-			return btree.Delete
-		})
+			stop = r.Deleted >= s.Max || over()
+		}
 		if g.n == 0 {
 			t.dropGroup(g)
-			continue
+		} else {
+			t.tree.Ascend(first(g.id), func(it item) bool {
+				t.reindex(g, it.bucket)
+				return false
+			})
 		}
-		t.tree.Ascend(first(g.id), func(it item) bool {
-			t.reindex(g, it.bucket)
-			return false
-		})
+		if stop {
+			r.More = true
+			return r
+		}
 	}
-	return deleted
+}
+
+// deleteBatch deletes up to n (at most sweepBatch) of the oldest buckets
+// of g whose window is below cut, and returns how many it deleted. It
+// first collects them and loads their slots and then their index
+// entries, each pass a run of independent loads that the CPU overlaps,
+// so that deleting them finds both in the cache.
+func (t *Table) deleteBatch(g *group, cut int64, n int) int {
+	b := &t.sweep
+	b.gid, b.cut, b.want, b.batch = g.id, cut, n, b.buf[:0]
+	t.tree.Ascend(first(g.id), b.collect)
+	k := len(b.batch)
+	if k == 0 {
+		return 0
+	}
+	for i, it := range b.batch {
+		b.fps[i] = t.slots.at(it.slot()).fp
+	}
+	var sink uint64
+	for _, fp := range b.fps[:k] {
+		sink += t.ix.e[fp&t.ix.mask]
+	}
+	b.sink = sink
+	b.left = k
+	t.tree.DeleteAscend(first(g.id), b.delete)
+	g.n -= k
+	return k
+}
+
+// sweepState is the state of deleteBatch, kept in the Table with the
+// callbacks it gives the tree, so that a sweep allocates nothing.
+type sweepState struct {
+	buf     [sweepBatch]item
+	fps     [sweepBatch]uint32
+	batch   []item
+	gid     uint32
+	cut     int64
+	want    int
+	left    int
+	sink    uint64 // keeps the loads of a batch's index entries
+	collect func(item) bool
+	delete  func(item) btree.Action
+}
+
+// initSweep binds the sweep's tree callbacks to t.
+func (t *Table) initSweep() {
+	b := &t.sweep
+	b.collect = func(it item) bool {
+		if it.gid() != b.gid || it.bucket >= b.cut || len(b.batch) >= b.want {
+			return false
+		}
+		b.batch = append(b.batch, it)
+		return true
+	}
+	b.delete = func(it item) btree.Action {
+		if b.left == 0 {
+			return btree.Stop
+		}
+		t.release(it.slot())
+		b.left--
+		return btree.Delete
+	}
 }
 
 // release frees slot i, which the tree no longer holds: out of the index
