@@ -64,8 +64,13 @@
 // # Durability
 //
 // With Config.TrackChanges the table remembers what each call changed;
-// Changes hands out records holding each changed bucket's full state (and
-// deletions), so a journal replaying them is idempotent. Freeze takes a
+// Changes hands out records holding each changed bucket's state (and
+// deletions): the full state the first time a bucket is written, binding a
+// reference to it, and then only its new count (and TAT) under that
+// reference, a few bytes. Every entry sets a state rather than adding to
+// one, so a journal replaying them in order is idempotent; record.go
+// specifies both formats, the one written before references included,
+// which Restore reads too. Freeze takes a
 // consistent copy-on-write copy (btree.Copy plus page-level copy-on-write of
 // the slab) that another goroutine can write out as a snapshot while the
 // owner goes on; Restore applies records and never resurrects an expired

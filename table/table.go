@@ -60,14 +60,19 @@ type Table struct {
 	evict      bool
 	stats      Stats
 
-	track   bool
-	dirty   []uint64 // bit per slot: changed since the last Changes
-	changed []item   // the buckets whose dirty bit is set, in the order first changed
-	deleted []deletion
-	rec     []byte       // record buffer reused by Changes
-	w       recordWriter // used by Changes
+	track bool
+	dirty []uint64 // bit per slot: changed since the last Changes
+	// bindings has a bit per slot: the journal holds the slot's bucket, as
+	// keyed now, bound to refOf(slot) (see bound).
+	bindings []uint64
+	changed  []item // the buckets whose dirty bit is set, in the order first changed
+	deleted  []deletion
+	rec      []byte       // record buffer reused by Changes
+	w        recordWriter // used by Changes
 
 	counted int64 // Unix ms: the Reservation.Window of the last Apply that counted hits
+
+	refs refMap // while records are restored: what their references name
 
 	sweep sweepState // DeleteExpiredSlice's batch
 
@@ -432,7 +437,7 @@ func (t *Table) moveTo(g *group, it item, b int64, h uint64, ms int64) item {
 	if it.bucket == b {
 		return it
 	}
-	t.logDelete(g, it)
+	t.logDelete(g, it) // and its reference is unbound: its key changes
 	t.tree.Delete(it)
 	moved := it
 	moved.bucket = b
@@ -754,6 +759,8 @@ func (t *Table) initSweep() {
 func (t *Table) release(i uint32) {
 	t.ix.del(t.slots.at(i).fp, i)
 	t.unmark(i)
+	t.unbind(i)
+	t.releaseRef(i)
 	t.slots.release(i)
 }
 
