@@ -2,7 +2,6 @@ package table
 
 import (
 	"cmp"
-	"hash/maphash"
 	"slices"
 	"time"
 
@@ -228,7 +227,7 @@ func (t *Table) restore(d *decoded, now time.Time) {
 	}
 	_, ms := t.advance(now)
 	g := t.groupOf(&d.key)
-	h := maphash.String(t.seed, d.slot.id)
+	h := t.hashID(d.slot.id)
 	var it item
 	found := false
 	if g != nil {

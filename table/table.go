@@ -1,6 +1,7 @@
 package table
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 	"strings"
@@ -28,6 +29,16 @@ type Config struct {
 	// Evict selects the evict-oldest policy for a full table; the default
 	// is deny-new.
 	Evict bool
+	// HashKey, if set, keys the id hash of the table's index (Table.Hash)
+	// with SipHash-1-3, so that a caller holding the same key computes an
+	// id's hash once, for its own use (a shard) and for ApplyHashed. Nil
+	// means maphash with HashSeed.
+	HashKey *HashKey
+	// HashSeed, if set and HashKey is not, is the maphash seed of the id
+	// hash, which tables sharing it share: an owner of several tables that
+	// needs no hash stable across processes (no journal) hashes an id once
+	// for its table and for ApplyHashed. Nil means a seed of the table's own.
+	HashSeed *maphash.Seed
 }
 
 // Stats counts what a bounded table did when it was full.
@@ -53,6 +64,9 @@ type Table struct {
 	last     *group                 // the group of the previous Apply: most traffic hits few groups
 
 	seed  maphash.Seed
+	keyed bool   // the id hash is SipHash-1-3 under (k0, k1), not maphash
+	k0    uint64 // Config.HashKey
+	k1    uint64
 	ttlMs int64
 	nowNs int64 // the latest time seen, in Unix nanoseconds
 
@@ -177,6 +191,13 @@ func New(cfg Config) *Table {
 		maxBuckets: cfg.MaxBuckets,
 		evict:      cfg.Evict,
 	}
+	if cfg.HashSeed != nil {
+		t.seed = *cfg.HashSeed
+	}
+	if k := cfg.HashKey; k != nil {
+		t.keyed = true
+		t.k0, t.k1 = binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:])
+	}
 	opts := btree.Options{NoLocks: true, Degree: 128}
 	t.tree = btree.NewBTreeGOptions(lessItem, opts)
 	t.initSweep()
@@ -238,8 +259,15 @@ func (t *Table) groupOf(k *groupKey) *group {
 	return g
 }
 
-// hashID returns the maphash of id, which the index is keyed by.
-func (t *Table) hashID(id string) uint64 { return maphash.String(t.seed, id) }
+// hashID returns the hash of id the index is keyed by (see Table.Hash): a
+// keyed hash, and with a seed no client knows, so that nobody can craft ids
+// that collide in the index.
+func (t *Table) hashID(id string) uint64 {
+	if t.keyed {
+		return sipHash(t.k0, t.k1, id, 1, 3)
+	}
+	return maphash.String(t.seed, id)
+}
 
 // find returns the bucket of id (maphash h) in window b of g.
 func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
@@ -271,24 +299,28 @@ func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
 // (Hits == 0) changes nothing and never creates a bucket. req must be valid
 // (see Request.Validate); the System facade validates before it asks.
 func (t *Table) Apply(req Request, now time.Time) Decision {
+	return t.apply(&req, t.hashID(req.ID), now)
+}
+
+// apply is Apply with h, the hash of req.ID.
+func (t *Table) apply(req *Request, h uint64, now time.Time) Decision {
 	ns, ms := t.advance(now)
 	var k *groupKey
-	g := t.sameGroup(&req)
+	g := t.sameGroup(req)
 	if g != nil {
 		k = &g.key
 	} else {
-		key := keyOf(&req)
+		key := keyOf(req)
 		k = &key
 		g = t.groupOf(k)
 	}
-	h := maphash.String(t.seed, req.ID)
 	switch {
 	case req.Algorithm == SlidingWindow:
-		return t.applySliding(g, k, &req, h, ns, ms)
+		return t.applySliding(g, k, req, h, ns, ms)
 	case req.Algorithm.gcra():
-		return t.applyGCRA(g, k, &req, h, ns, ms)
+		return t.applyGCRA(g, k, req, h, ns, ms)
 	}
-	return t.applyFixed(g, k, &req, h, ns, ms)
+	return t.applyFixed(g, k, req, h, ns, ms)
 }
 
 // Reservation is a Decision and where its hits were counted, so that a
