@@ -166,6 +166,7 @@ func (sh *shard) recover(cfg *Config, now time.Time) (*table.Table, journal.Reco
 	if err != nil {
 		return nil, rec, fmt.Errorf("actors: shard %d: recover: %w", sh.index, err)
 	}
+	t.RestoreDone() // the journal's references are the old table's: the new one binds its own
 	sh.j = j
 	sh.tornTails.Add(int64(rec.TornTails))
 	sh.buckets.Store(int64(t.Len()))

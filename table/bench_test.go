@@ -255,3 +255,37 @@ func BenchmarkApplyAlgorithms(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHash compares the id hashes a check may pay, in one run, on a
+// 12-byte id: the table's maphash, its keyed SipHash-1-3 (HashKey), and the
+// FNV-1a that package actors picks a shard with.
+func BenchmarkHash(b *testing.B) {
+	id := "user-7919000"
+	key := NewHashKey()
+	keyed := New(Config{HashKey: &key})
+	plain := New(Config{})
+	var sink uint64
+	b.Run("maphash", func(b *testing.B) {
+		for range b.N {
+			sink += plain.Hash(id)
+		}
+	})
+	b.Run("siphash13", func(b *testing.B) {
+		for range b.N {
+			sink += keyed.Hash(id)
+		}
+	})
+	b.Run("fnv1a", func(b *testing.B) {
+		for range b.N {
+			h := uint64(14695981039346656037)
+			for i := 0; i < len(id); i++ {
+				h ^= uint64(id[i])
+				h *= 1099511628211
+			}
+			sink += h
+		}
+	})
+	if sink == 1 {
+		b.Log(sink)
+	}
+}

@@ -53,15 +53,24 @@
 // second ordered index holds one entry per group, keyed by the time its
 // oldest window expires; DeleteExpired pops due groups and deletes their
 // expired prefix, at a cost proportional to what it deletes, not to the size
-// of the table. Config.BucketTTL keeps buckets longer, never shorter.
-// Config.MaxBuckets bounds the table: expired buckets make room first, then
-// the policy (deny-new, or evict the bucket closest to expiring) applies.
+// of the table. DeleteExpiredSlice bounds one call by count, by the limits
+// it looks at and by the caller's time (asked every SliceCheck deletions),
+// so that a sweep holds the table a bounded while. Config.BucketTTL keeps
+// buckets longer, never shorter. Config.MaxBuckets bounds the table:
+// expired buckets make room first (a check looks at a few limits for one),
+// then the policy (deny-new, or evict the bucket closest to expiring)
+// applies.
 //
 // # Durability
 //
 // With Config.TrackChanges the table remembers what each call changed;
-// Changes hands out records holding each changed bucket's full state (and
-// deletions), so a journal replaying them is idempotent. Freeze takes a
+// Changes hands out records holding each changed bucket's state (and
+// deletions): the full state the first time a bucket is written, binding a
+// reference to it, and then only its new count (and TAT) under that
+// reference, a few bytes. Every entry sets a state rather than adding to
+// one, so a journal replaying them in order is idempotent; record.go
+// specifies both formats, the one written before references included,
+// which Restore reads too. Freeze takes a
 // consistent copy-on-write copy (btree.Copy plus page-level copy-on-write of
 // the slab) that another goroutine can write out as a snapshot while the
 // owner goes on; Restore applies records and never resurrects an expired

@@ -2,7 +2,6 @@ package table
 
 import (
 	"cmp"
-	"hash/maphash"
 	"slices"
 	"time"
 
@@ -48,19 +47,54 @@ func (t *Table) unmark(i uint32) {
 	}
 }
 
-// deletion is a bucket deleted (by Reset or an eviction) whose delete
-// record Changes has yet to report.
+// deletion is a bucket deleted (by Reset, an eviction or a move to
+// another window) whose delete record Changes has yet to report: by its
+// reference if the journal has it bound to one, else by its key.
 type deletion struct {
+	ref    uint64
 	key    groupKey
 	window int64
 	id     string
 }
 
 // logDelete records, for Changes, that bucket it of g is being deleted
-// while it could still change a decision.
+// while it could still change a decision. The bucket's reference is
+// unbound from here on.
 func (t *Table) logDelete(g *group, it item) {
-	if t.track {
-		t.deleted = append(t.deleted, deletion{key: g.key, window: it.bucket, id: t.slots.at(it.slot()).id})
+	if !t.track {
+		return
+	}
+	if i := it.slot(); t.bound(i) {
+		t.unbind(i)
+		t.deleted = append(t.deleted, deletion{ref: refOf(i)})
+		return
+	}
+	t.deleted = append(t.deleted, deletion{key: g.key, window: it.bucket, id: t.slots.at(it.slot()).id})
+}
+
+// refOf is the reference under which slot i is journaled.
+func refOf(i uint32) uint64 { return uint64(i) + 1 }
+
+// bound reports whether the journal holds slot i's bucket, as it is keyed
+// now, bound to refOf(i): a change to its state may then be written as a
+// count or tat entry.
+func (t *Table) bound(i uint32) bool {
+	return int(i/64) < len(t.bindings) && t.bindings[i/64]&(1<<(i%64)) != 0
+}
+
+func (t *Table) bind(i uint32) {
+	w := int(i / 64)
+	if w >= len(t.bindings) {
+		t.bindings = append(t.bindings, make([]uint64, w+1-len(t.bindings))...)
+	}
+	t.bindings[w] |= 1 << (i % 64)
+}
+
+// unbind forgets that the journal holds slot i's bucket: its key changed,
+// or it is being deleted.
+func (t *Table) unbind(i uint32) {
+	if int(i/64) < len(t.bindings) {
+		t.bindings[i/64] &^= 1 << (i % 64)
 	}
 }
 
@@ -97,7 +131,7 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 	// By limit, so that each group entry is written once per run.
 	slices.SortFunc(t.changed, func(a, b item) int { return cmp.Compare(a.gid(), b.gid()) })
 	w := &t.w
-	w.reset(t.rec)
+	w.reset2(t.rec)
 	dFrom, cFrom := 0, 0 // the first deletion and change of the record being built
 	emit := func(dTo, cTo int) error {
 		if w.n == 0 {
@@ -111,9 +145,10 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 		for _, it := range t.changed[cFrom:cTo] {
 			i := it.slot()
 			t.dirty[i/64] &^= 1 << (i % 64)
+			t.bind(i) // the journal holds it now, under refOf(i)
 		}
 		dFrom, cFrom = dTo, cTo
-		w.reset(w.b)
+		w.reset2(w.b)
 		return nil
 	}
 	for k := range t.deleted {
@@ -123,7 +158,11 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 			}
 		}
 		del := &t.deleted[k]
-		w.del(&del.key, del.window, del.id)
+		if del.ref != 0 {
+			w.drop(del.ref)
+		} else {
+			w.del(&del.key, del.window, del.id)
+		}
 	}
 	for k, it := range t.changed {
 		if w.full() {
@@ -131,7 +170,13 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 				return err
 			}
 		}
-		w.put(&t.byID[it.gid()].key, it.bucket, t.slots.at(it.slot()))
+		i := it.slot()
+		k := &t.byID[it.gid()].key
+		if t.bound(i) {
+			w.delta(refOf(i), k.alg.gcra(), t.slots.at(i))
+		} else {
+			w.putRef(k, it.bucket, refOf(i), t.slots.at(i))
+		}
 	}
 	if err := emit(len(t.deleted), len(t.changed)); err != nil {
 		return err
@@ -146,14 +191,16 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 // Pending returns how many buckets' changes Changes has yet to report.
 func (t *Table) Pending() int { return len(t.changed) + len(t.deleted) }
 
-// Restore applies one record, as Changes or Frozen.Records produced it:
-// each bucket it names takes the recorded state (created if missing), or is
-// deleted. A bucket expired at now is not restored, so replaying an old
-// journal cannot resurrect it. Restore is idempotent: replaying records in
-// order, any number of times, leaves the last state of each bucket. It does
-// not mark buckets changed. The table's clock moves to a bucket's last
-// modification if that is later than now. A record that does not decode
-// returns an error matching ErrBadRecord and changes nothing.
+// Restore applies one record, as Changes or Frozen.Records produced it (or
+// an earlier version's, format 1): each bucket it names takes the recorded
+// state (created if missing), or is deleted. A bucket expired at now is not
+// restored, so replaying an old journal cannot resurrect it. Restore is
+// idempotent: replaying records in order, any number of times, leaves the
+// last state of each bucket. It does not mark buckets changed. The table's
+// clock moves to a bucket's last modification if that is later than now. A
+// record that does not decode returns an error matching ErrBadRecord and
+// changes nothing. The references records bind (see Changes) hold from
+// record to record, until RestoreDone.
 func (t *Table) Restore(rec []byte, now time.Time) error {
 	if err := decodeRecord(rec, func(*decoded) error { return nil }); err != nil {
 		return err
@@ -164,34 +211,147 @@ func (t *Table) Restore(rec []byte, now time.Time) error {
 	})
 }
 
+// RestoreDone ends a replay: it forgets the references the records bound,
+// which no later record of this table's own may name (its Changes bind
+// their own).
+func (t *Table) RestoreDone() { t.refs = refMap{} }
+
 // restore applies one decoded entry.
 func (t *Table) restore(d *decoded, now time.Time) {
-	if d.kind == recordPut {
+	switch d.kind {
+	case entryDrop, entryCount, entryTAT:
+		t.restoreRef(d)
+		return
+	case recordPut:
 		t.advance(time.UnixMilli(d.slot.modified))
 	}
 	_, ms := t.advance(now)
 	g := t.groupOf(&d.key)
-	h := maphash.String(t.seed, d.slot.id)
+	h := t.hashID(d.slot.id)
 	var it item
 	found := false
 	if g != nil {
 		it, found = t.find(g, d.window, h, d.slot.id)
 	}
 	if d.kind == recordPut && !d.key.expired(d.window, ms, t.ttlMs) {
-		if found {
+		if !found {
+			if g == nil {
+				g = t.newGroup(d.key)
+			}
+			it = t.insertState(g, d.window, h, d.slot)
+		} else {
 			s := t.slots.mut(it.slot())
 			s.count, s.aux, s.created, s.modified = d.slot.count, d.slot.aux, d.slot.created, d.slot.modified
-			return
 		}
-		if g == nil {
-			g = t.newGroup(d.key)
+		if d.ref != 0 {
+			t.bindRef(d.ref, it.slot())
 		}
-		t.insertState(g, d.window, h, d.slot)
 		return
 	}
 	// A delete, or a state that has expired: the bucket must not be there.
+	if d.ref != 0 {
+		t.unbindRef(d.ref)
+	}
 	if found {
 		t.remove(g, it)
+	}
+}
+
+// restoreRef applies a drop, count or tat entry to the bucket its
+// reference is bound to, if any: none when the put that bound it was
+// expired at the replay (and so is the bucket's state since).
+func (t *Table) restoreRef(d *decoded) {
+	i, ok := t.refSlot(d.ref)
+	if !ok {
+		return
+	}
+	s := t.slots.at(i)
+	g := t.byID[s.gid]
+	if d.kind == entryDrop {
+		t.unbindRef(d.ref)
+		t.remove(g, mkItem(s.gid, s.bucket, i))
+		return
+	}
+	if d.kind == entryTAT != g.key.alg.gcra() || d.kind == entryTAT && d.slot.aux > 2*g.key.widthMs*msNs ||
+		d.slot.modified >= g.key.widthMs {
+		return // not this bucket's kind of state: the entry is not its
+	}
+	m := t.slots.mut(i)
+	m.count, m.modified = d.slot.count, m.created+d.slot.modified
+	if d.kind == entryTAT {
+		m.aux = d.slot.aux
+	}
+	t.advance(time.UnixMilli(m.modified))
+}
+
+// refMap holds, while records are restored, the slot each of their
+// references is bound to, and back. References are the writer's slots,
+// dense from 1: they go in a slice, but for the few far beyond what it
+// holds, which go in a map, so that no record can make it allocate much.
+type refMap struct {
+	dense  []uint32 // slot+1 by reference; 0: unbound
+	sparse map[uint64]uint32
+	back   []uint64 // reference by slot; 0: none
+}
+
+// refSlot returns the slot ref is bound to.
+func (t *Table) refSlot(ref uint64) (uint32, bool) {
+	m := &t.refs
+	var v uint32
+	if ref < uint64(len(m.dense)) {
+		v = m.dense[ref]
+	} else {
+		v = m.sparse[ref]
+	}
+	return v - 1, v != 0
+}
+
+// setRef binds ref to slot+1 (0 unbinds it).
+func (t *Table) setRef(ref uint64, v uint32) {
+	m := &t.refs
+	if ref >= uint64(len(m.dense)) && ref <= 2*uint64(len(m.dense))+4096 {
+		m.dense = append(m.dense, make([]uint32, ref+1-uint64(len(m.dense)))...)
+	}
+	switch {
+	case ref < uint64(len(m.dense)):
+		m.dense[ref] = v
+	case v == 0:
+		delete(m.sparse, ref)
+	default:
+		if m.sparse == nil {
+			m.sparse = make(map[uint64]uint32)
+		}
+		m.sparse[ref] = v
+	}
+}
+
+// bindRef binds reference ref to slot i for the rest of the replay.
+func (t *Table) bindRef(ref uint64, i uint32) {
+	t.unbindRef(ref)
+	m := &t.refs
+	if int(i) >= len(m.back) {
+		m.back = append(m.back, make([]uint64, int(i)+1-len(m.back))...)
+	}
+	if old := m.back[i]; old != 0 {
+		t.setRef(old, 0)
+	}
+	t.setRef(ref, i+1)
+	m.back[i] = ref
+}
+
+// unbindRef forgets what ref is bound to.
+func (t *Table) unbindRef(ref uint64) {
+	if i, ok := t.refSlot(ref); ok {
+		t.refs.back[i] = 0
+		t.setRef(ref, 0)
+	}
+}
+
+// releaseRef forgets the reference bound to slot i, which is being freed.
+func (t *Table) releaseRef(i uint32) {
+	if m := &t.refs; int(i) < len(m.back) && m.back[i] != 0 {
+		t.setRef(m.back[i], 0)
+		m.back[i] = 0
 	}
 }
 
@@ -244,7 +404,7 @@ func (f *Frozen) Len() int { return f.tree.Len() }
 func (f *Frozen) Records(fn func(rec []byte) error) error {
 	var err error
 	var w recordWriter
-	w.reset(nil)
+	w.reset2(nil)
 	f.tree.Scan(func(it item) bool {
 		k := &f.groups[it.gid()]
 		if k.expired(it.bucket, f.nowMs, f.ttlMs) {
@@ -254,9 +414,9 @@ func (f *Frozen) Records(fn func(rec []byte) error) error {
 			if err = fn(w.b); err != nil {
 				return false
 			}
-			w.reset(w.b)
+			w.reset2(w.b)
 		}
-		w.put(k, it.bucket, &f.pages[it.slot()>>pageBits].slots[it.slot()&(pageSize-1)])
+		w.putRef(k, it.bucket, refOf(it.slot()), &f.pages[it.slot()>>pageBits].slots[it.slot()&(pageSize-1)])
 		return true
 	})
 	if err == nil && w.n > 0 {

@@ -377,6 +377,8 @@ func FuzzRestore(f *testing.F) {
 	f.Add(appendRecord(nil, recordPut, &groupKey{scaleMs: 1000, widthMs: 1000, limit: 5}, 1_700_000, &slot{id: "a", count: 3, created: 1_700_000_000, modified: 1_700_000_500}))
 	f.Add(appendRecord(nil, recordDelete, &groupKey{scaleMs: 60_000, widthMs: 60_000, limit: 0}, -3, &slot{id: "bee"}))
 	f.Add([]byte{0x10, 0x11, 0, 0x80})
+	f.Add([]byte{0x20, 0x05, 0x01, 0x07, 0x02})
+	f.Add([]byte{0x20, 0x04, 0x03, 0x06, 0x02, 0x01, 0x80, 0x10, 0x00})
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		var ds []decoded
 		err := decodeRecord(rec, func(d *decoded) error { ds = append(ds, *d); return nil })
@@ -393,12 +395,11 @@ func FuzzRestore(f *testing.F) {
 		// Whatever decodes re-encodes to a record that decodes the same.
 		var w recordWriter
 		w.reset(nil)
+		if rec[0] == recordBatch2 {
+			w.reset2(nil)
+		}
 		for i := range ds {
-			if ds[i].kind == recordPut {
-				w.put(&ds[i].key, ds[i].window, &ds[i].slot)
-			} else {
-				w.del(&ds[i].key, ds[i].window, ds[i].slot.id)
-			}
+			w.entry(&ds[i])
 		}
 		again := decodeAll(t, w.b)
 		if fmt.Sprint(again) != fmt.Sprint(ds) {

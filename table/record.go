@@ -12,8 +12,12 @@ import (
 var ErrBadRecord = errors.New("bad bucket record")
 
 // Record and entry kinds. A record (what a journal stores as one payload)
-// is a batch of entries, each the full state of one bucket or its deletion,
-// so replaying records is idempotent and the last entry for a bucket wins:
+// is a batch of entries. Changes and Frozen.Records write format 2; Restore
+// reads formats 1 and 2, told apart by the first byte, so that a journal
+// written before format 2 is read as it was written.
+//
+// Format 1: each entry the full state of one bucket or its deletion, so
+// replaying records is idempotent and the last entry for a bucket wins:
 //
 //	record     0x10, then one or more entries
 //	group      0x11 algorithm(1) namespace(uvarint length, bytes)
@@ -29,13 +33,40 @@ var ErrBadRecord = errors.New("bad bucket record")
 // and burst are 0 with a namespace (a rule's buckets), burst is 0 for the
 // windows; aux is a sliding window's previous count or a GCRA bucket's TAT
 // in ns after its window's start, else 0. An entry needs a group before it.
-// A put of a bucket with a 12-byte id takes about 22 bytes, and the group
-// is written once per run of entries of one limit.
+//
+// Format 2 adds references, so that a hit on a bucket the journal already
+// holds is a few bytes: a put may bind a reference (a number the writer
+// chose, 1 to 2^32) to its bucket, and later entries name the bucket by it.
+//
+//	record     0x20, then one or more entries
+//	group      0x11 as in format 1
+//	put        0x03 ref(uvarint, 0 binds nothing) then the fields of a format-1 put
+//	delete     0x02 as in format 1
+//	drop       0x04 ref(uvarint): the bucket bound to ref is deleted, ref unbound
+//	count      0x05 ref(uvarint) count(uvarint) modified(varint, ms after created):
+//	           the bucket bound to ref now holds count, changed at modified
+//	tat        0x06 ref(uvarint) count(uvarint) aux(varint) modified(varint):
+//	           the same for a token or leaky bucket, with its new TAT (aux)
+//
+// put and delete need a group before them; drop, count and tat do not. A
+// put binds ref to its bucket, replacing what ref named before; a bucket
+// deleted by any entry unbinds its reference. For a reference bound to
+// nothing (its bucket expired before the replay) drop, count and tat change
+// nothing. Each entry sets a state, never adds to one, so replaying records
+// in order stays idempotent. A put of a bucket with a 12-byte id takes
+// about 24 bytes, a count 5 to 9, and the group is written once per run of
+// entries of one limit.
 const (
 	recordBatch  = 0x10
 	entryGroup   = 0x11
 	recordPut    = 0x01
 	recordDelete = 0x02
+
+	recordBatch2 = 0x20
+	entryPutRef  = 0x03
+	entryDrop    = 0x04
+	entryCount   = 0x05
+	entryTAT     = 0x06
 )
 
 // MaxRecordBytes bounds the length of every record Changes and
@@ -52,7 +83,7 @@ const maxRecordBytes = MaxRecordBytes
 // namespace and id. A record is cut before an entry that could take it past
 // maxRecordBytes.
 const maxEntryBytes = 3 + MaxNamespaceLen + 4*binary.MaxVarintLen64 + // group
-	1 + 5*binary.MaxVarintLen64 + 2 + MaxIDLen // put (a delete is shorter)
+	1 + binary.MaxVarintLen32 + 5*binary.MaxVarintLen64 + 2 + MaxIDLen // put (the other entries are shorter)
 
 // full reports whether the next entry might take the record past
 // maxRecordBytes; a record with no entry is never full.
@@ -66,11 +97,17 @@ type recordWriter struct {
 	cur groupKey
 	has bool // cur holds the group of the last entry
 	n   int  // entries
+	v2  bool // format 2
 }
 
-// reset starts a new record in buf's storage.
+// reset starts a new format-1 record in buf's storage.
 func (w *recordWriter) reset(buf []byte) {
-	w.b, w.has, w.n = append(buf[:0], recordBatch), false, 0
+	w.b, w.has, w.n, w.v2 = append(buf[:0], recordBatch), false, 0, false
+}
+
+// reset2 starts a new format-2 record in buf's storage.
+func (w *recordWriter) reset2(buf []byte) {
+	w.b, w.has, w.n, w.v2 = append(buf[:0], recordBatch2), false, 0, true
 }
 
 // group writes a group entry unless k is the current group.
@@ -88,10 +125,19 @@ func (w *recordWriter) group(k *groupKey) {
 	w.b = binary.AppendUvarint(b, uint64(k.burst))
 }
 
-// put appends the state of a bucket of group k in window.
-func (w *recordWriter) put(k *groupKey, window int64, s *slot) {
+// put appends the state of a bucket of group k in window, binding nothing.
+func (w *recordWriter) put(k *groupKey, window int64, s *slot) { w.putRef(k, window, 0, s) }
+
+// putRef appends the state of a bucket of group k in window; in format 2
+// it binds ref (0: none) to it.
+func (w *recordWriter) putRef(k *groupKey, window int64, ref uint64, s *slot) {
 	w.group(k)
-	b := append(w.b, recordPut)
+	var b []byte
+	if w.v2 {
+		b = binary.AppendUvarint(append(w.b, entryPutRef), ref)
+	} else {
+		b = append(w.b, recordPut)
+	}
 	b = binary.AppendVarint(b, window)
 	b = binary.AppendUvarint(b, uint64(s.count))
 	b = binary.AppendVarint(b, s.aux)
@@ -112,7 +158,44 @@ func (w *recordWriter) del(k *groupKey, window int64, id string) {
 	w.n++
 }
 
-// appendRecord appends a record of one entry to b.
+// drop appends the deletion of the bucket bound to ref (format 2).
+func (w *recordWriter) drop(ref uint64) {
+	w.b = binary.AppendUvarint(append(w.b, entryDrop), ref)
+	w.n++
+}
+
+// delta appends the new count (and for a GCRA bucket, TAT) of the bucket
+// bound to ref (format 2).
+func (w *recordWriter) delta(ref uint64, gcra bool, s *slot) {
+	kind := byte(entryCount)
+	if gcra {
+		kind = entryTAT
+	}
+	b := binary.AppendUvarint(append(w.b, kind), ref)
+	b = binary.AppendUvarint(b, uint64(s.count))
+	if gcra {
+		b = binary.AppendVarint(b, s.aux)
+	}
+	w.b = binary.AppendVarint(b, s.modified-s.created)
+	w.n++
+}
+
+// entry appends d, as decodeRecord took it apart (a put's reference is
+// written in format 2 only).
+func (w *recordWriter) entry(d *decoded) {
+	switch d.kind {
+	case recordPut:
+		w.putRef(&d.key, d.window, d.ref, &d.slot)
+	case recordDelete:
+		w.del(&d.key, d.window, d.slot.id)
+	case entryDrop:
+		w.drop(d.ref)
+	default:
+		w.delta(d.ref, d.kind == entryTAT, &d.slot)
+	}
+}
+
+// appendRecord appends a format-1 record of one entry to b.
 func appendRecord(b []byte, kind byte, k *groupKey, window int64, s *slot) []byte {
 	var w recordWriter
 	w.reset(b)
@@ -124,12 +207,16 @@ func appendRecord(b []byte, kind byte, k *groupKey, window int64, s *slot) []byt
 	return w.b
 }
 
-// decoded is one entry taken apart.
+// decoded is one entry taken apart. For a put, delete and (format 2) its
+// reference, kind is recordPut or recordDelete; for a drop, count or tat,
+// its entry kind, with ref and, for count and tat, slot.count, slot.aux
+// and slot.modified (ms after the bucket's created stamp).
 type decoded struct {
 	kind   byte
 	key    groupKey
 	window int64
 	slot   slot
+	ref    uint64
 }
 
 // recordReader reads the fields of one record, remembering the first error.
@@ -248,36 +335,68 @@ func (r *recordReader) entry(d *decoded) {
 	d.slot.id = r.bytes("id", n)
 }
 
-// decodeRecord takes a record apart, checking every field's range, and
-// calls fn with each entry (d is reused between calls). It stops at the
-// first error, from the record or from fn.
+// maxRef is the largest reference a format-2 record may name.
+const maxRef = 1 << 32
+
+// maxTATAux bounds the TAT of a tat entry, which names no group: two of
+// the widest windows, in ns.
+const maxTATAux = 2 * int64(MaxScale)
+
+// decodeRecord takes a record (format 1 or 2) apart, checking every
+// field's range, and calls fn with each entry (d is reused between calls).
+// It stops at the first error, from the record or from fn.
 func decodeRecord(b []byte, fn func(d *decoded) error) error {
 	r := recordReader{b: b}
-	if k := r.byte("kind"); r.err == nil && k != recordBatch {
-		r.fail("kind", fmt.Sprintf("is %#x, not a record (0x10)", k))
+	format := r.byte("kind")
+	if r.err == nil && format != recordBatch && format != recordBatch2 {
+		r.fail("kind", fmt.Sprintf("is %#x, not a record (0x10 or 0x20)", format))
 	}
+	v2 := format == recordBatch2
 	var d decoded
 	hasGroup, entries := false, 0
 	for r.err == nil && len(r.b) > 0 {
-		switch kind := r.byte("entry"); kind {
-		case entryGroup:
+		kind := r.byte("entry")
+		switch {
+		case kind == entryGroup:
 			r.group(&d.key)
 			hasGroup = true
-		case recordPut, recordDelete:
+			continue
+		case kind == recordPut && !v2, kind == recordDelete, kind == entryPutRef && v2:
 			if !hasGroup {
 				r.fail("entry", "comes before any group")
-				break
+				continue
+			}
+			d.ref = 0
+			if kind == entryPutRef {
+				d.ref = uint64(r.uvarint("ref", maxRef))
+				kind = recordPut
 			}
 			d.kind = kind
 			r.entry(&d)
-			if r.err == nil {
-				entries++
-				if err := fn(&d); err != nil {
-					return err
-				}
+		case v2 && (kind == entryDrop || kind == entryCount || kind == entryTAT):
+			d.kind, d.slot = kind, slot{}
+			d.ref = uint64(r.uvarint("ref", maxRef))
+			if r.err == nil && d.ref == 0 {
+				r.fail("ref", "is 0, which names no bucket")
+			}
+			if kind != entryDrop {
+				d.slot.count = r.uvarint("count", 1<<63-1)
+			}
+			if kind == entryTAT {
+				d.slot.aux = r.varint("aux", 0, maxTATAux)
+			}
+			if kind != entryDrop {
+				d.slot.modified = r.varint("modified", 0, maxMs)
 			}
 		default:
 			r.fail("entry", fmt.Sprintf("kind is %#x, unknown", kind))
+			continue
+		}
+		if r.err == nil {
+			entries++
+			if err := fn(&d); err != nil {
+				return err
+			}
 		}
 	}
 	if r.err == nil && entries == 0 {

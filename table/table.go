@@ -1,6 +1,7 @@
 package table
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 	"strings"
@@ -19,14 +20,25 @@ type Config struct {
 	// changed, for Changes to report (a journal writes them).
 	TrackChanges bool
 	// MaxBuckets caps the buckets the table holds; 0 means no cap. When a
-	// new bucket is needed and the table is full, expired buckets go first;
-	// then, if Evict is set, the bucket closest to expiring is evicted
+	// new bucket is needed and the table is full, expired buckets go first
+	// (the check looks at a few limits' oldest windows for one, so that its
+	// cost stays bounded); then, if Evict is set, the bucket closest to expiring is evicted
 	// (counted in Stats.Evictions); otherwise the request is denied with
 	// Decision.Full (counted in Stats.Rejections) and nothing changes.
 	MaxBuckets int
 	// Evict selects the evict-oldest policy for a full table; the default
 	// is deny-new.
 	Evict bool
+	// HashKey, if set, keys the id hash of the table's index (Table.Hash)
+	// with SipHash-1-3, so that a caller holding the same key computes an
+	// id's hash once, for its own use (a shard) and for ApplyHashed. Nil
+	// means maphash with HashSeed.
+	HashKey *HashKey
+	// HashSeed, if set and HashKey is not, is the maphash seed of the id
+	// hash, which tables sharing it share: an owner of several tables that
+	// needs no hash stable across processes (no journal) hashes an id once
+	// for its table and for ApplyHashed. Nil means a seed of the table's own.
+	HashSeed *maphash.Seed
 }
 
 // Stats counts what a bounded table did when it was full.
@@ -52,6 +64,9 @@ type Table struct {
 	last     *group                 // the group of the previous Apply: most traffic hits few groups
 
 	seed  maphash.Seed
+	keyed bool   // the id hash is SipHash-1-3 under (k0, k1), not maphash
+	k0    uint64 // Config.HashKey
+	k1    uint64
 	ttlMs int64
 	nowNs int64 // the latest time seen, in Unix nanoseconds
 
@@ -59,14 +74,21 @@ type Table struct {
 	evict      bool
 	stats      Stats
 
-	track   bool
-	dirty   []uint64 // bit per slot: changed since the last Changes
-	changed []item   // the buckets whose dirty bit is set, in the order first changed
-	deleted []deletion
-	rec     []byte       // record buffer reused by Changes
-	w       recordWriter // used by Changes
+	track bool
+	dirty []uint64 // bit per slot: changed since the last Changes
+	// bindings has a bit per slot: the journal holds the slot's bucket, as
+	// keyed now, bound to refOf(slot) (see bound).
+	bindings []uint64
+	changed  []item // the buckets whose dirty bit is set, in the order first changed
+	deleted  []deletion
+	rec      []byte       // record buffer reused by Changes
+	w        recordWriter // used by Changes
 
 	counted int64 // Unix ms: the Reservation.Window of the last Apply that counted hits
+
+	refs refMap // while records are restored: what their references name
+
+	sweep sweepState // DeleteExpiredSlice's batch
 
 	// An all-or-nothing unit in progress (see Begin).
 	inTx        bool
@@ -169,8 +191,16 @@ func New(cfg Config) *Table {
 		maxBuckets: cfg.MaxBuckets,
 		evict:      cfg.Evict,
 	}
+	if cfg.HashSeed != nil {
+		t.seed = *cfg.HashSeed
+	}
+	if k := cfg.HashKey; k != nil {
+		t.keyed = true
+		t.k0, t.k1 = binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:])
+	}
 	opts := btree.Options{NoLocks: true, Degree: 128}
 	t.tree = btree.NewBTreeGOptions(lessItem, opts)
+	t.initSweep()
 	t.due = btree.NewBTreeGOptions(func(a, b dueItem) bool {
 		if a.at != b.at {
 			return a.at < b.at
@@ -229,8 +259,15 @@ func (t *Table) groupOf(k *groupKey) *group {
 	return g
 }
 
-// hashID returns the maphash of id, which the index is keyed by.
-func (t *Table) hashID(id string) uint64 { return maphash.String(t.seed, id) }
+// hashID returns the hash of id the index is keyed by (see Table.Hash): a
+// keyed hash, and with a seed no client knows, so that nobody can craft ids
+// that collide in the index.
+func (t *Table) hashID(id string) uint64 {
+	if t.keyed {
+		return sipHash(t.k0, t.k1, id, 1, 3)
+	}
+	return maphash.String(t.seed, id)
+}
 
 // find returns the bucket of id (maphash h) in window b of g.
 func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
@@ -262,24 +299,28 @@ func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
 // (Hits == 0) changes nothing and never creates a bucket. req must be valid
 // (see Request.Validate); the System facade validates before it asks.
 func (t *Table) Apply(req Request, now time.Time) Decision {
+	return t.apply(&req, t.hashID(req.ID), now)
+}
+
+// apply is Apply with h, the hash of req.ID.
+func (t *Table) apply(req *Request, h uint64, now time.Time) Decision {
 	ns, ms := t.advance(now)
 	var k *groupKey
-	g := t.sameGroup(&req)
+	g := t.sameGroup(req)
 	if g != nil {
 		k = &g.key
 	} else {
-		key := keyOf(&req)
+		key := keyOf(req)
 		k = &key
 		g = t.groupOf(k)
 	}
-	h := maphash.String(t.seed, req.ID)
 	switch {
 	case req.Algorithm == SlidingWindow:
-		return t.applySliding(g, k, &req, h, ns, ms)
+		return t.applySliding(g, k, req, h, ns, ms)
 	case req.Algorithm.gcra():
-		return t.applyGCRA(g, k, &req, h, ns, ms)
+		return t.applyGCRA(g, k, req, h, ns, ms)
 	}
-	return t.applyFixed(g, k, &req, h, ns, ms)
+	return t.applyFixed(g, k, req, h, ns, ms)
 }
 
 // Reservation is a Decision and where its hits were counted, so that a
@@ -428,7 +469,7 @@ func (t *Table) moveTo(g *group, it item, b int64, h uint64, ms int64) item {
 	if it.bucket == b {
 		return it
 	}
-	t.logDelete(g, it)
+	t.logDelete(g, it) // and its reference is unbound: its key changes
 	t.tree.Delete(it)
 	moved := it
 	moved.bucket = b
@@ -470,10 +511,17 @@ func (t *Table) create(g *group, k *groupKey, b int64, h uint64, id string, s sl
 	return true
 }
 
+// makeRoomGroups bounds the limits a full table looks at, on the check
+// path, for an expired bucket to reclaim. A limit whose oldest window was
+// emptied by a reset or a move can be due without holding an expired
+// bucket; looking at it moves it to its real due time, so a later look
+// goes further.
+const makeRoomGroups = 8
+
 // makeRoom frees one bucket in a full table: an expired one, or with the
 // evict policy the one closest to expiring. It reports whether it did.
 func (t *Table) makeRoom(ms int64) bool {
-	if t.DeleteExpired(time.UnixMilli(ms), 1) == 1 {
+	if t.DeleteExpiredSlice(time.UnixMilli(ms), Slice{Max: 1, Groups: makeRoomGroups}).Deleted == 1 {
 		return true
 	}
 	if !t.evict {
@@ -582,35 +630,160 @@ func (t *Table) remove(g *group, it item) bool {
 // when it has refilled. The cost is proportional to the buckets deleted
 // (times log n), not to the size of the table.
 func (t *Table) DeleteExpired(now time.Time, max int) int {
+	return t.DeleteExpiredSlice(now, Slice{Max: max}).Deleted
+}
+
+// SliceCheck is how many units of work (deletions, and limits looked at)
+// DeleteExpiredSlice does between two calls of Slice.Over.
+const SliceCheck = 64
+
+// Slice bounds one DeleteExpiredSlice call by count and by time, so that a
+// sweep can hold its table for a bounded while and let checks in between
+// slices. The table reads no clock: the caller's Over says when the time
+// is up.
+type Slice struct {
+	// Max is the most buckets the slice deletes; 0 or less deletes none.
+	Max int
+	// Groups, if positive, bounds how many limits' oldest windows the
+	// slice looks at, whether or not they hold expired buckets.
+	Groups int
+	// Over, if set, is called after every SliceCheck units of work (a
+	// bucket deleted, or a limit looked at); when it returns true the
+	// slice ends there. Typically it compares a monotonic clock with a
+	// deadline.
+	Over func() bool
+}
+
+// Swept is what one DeleteExpiredSlice call did.
+type Swept struct {
+	Deleted int // buckets deleted
+	Groups  int // limits whose oldest window was looked at
+	// More reports that the slice ended on its bounds (Max, Groups or
+	// Over) while expired buckets may remain: another slice is due. False
+	// means every bucket expired at now is gone.
+	More bool
+}
+
+// sweepBatch is how many buckets DeleteExpiredSlice deletes at once: it
+// loads their slots and index entries together first, so that their cache
+// misses overlap instead of coming one after the other.
+const sweepBatch = 64
+
+// DeleteExpiredSlice is DeleteExpired bounded by s: it deletes buckets
+// expired at now, oldest limits first, until none is left or a bound of s
+// is reached. Its cost is proportional to what it deletes and looks at,
+// and between two calls of s.Over it does at most SliceCheck units of
+// work.
+func (t *Table) DeleteExpiredSlice(now time.Time, s Slice) Swept {
 	_, ms := t.advance(now)
-	deleted := 0
-	for deleted < max {
+	var r Swept
+	work := 0 // units since Over was last called
+	over := func() bool {
+		if s.Over == nil || work < SliceCheck {
+			return false
+		}
+		work = 0
+		return s.Over()
+	}
+	for {
 		d, ok := t.due.Min()
 		if !ok || d.at > ms {
-			break
+			return r
 		}
+		if r.Deleted >= s.Max || s.Groups > 0 && r.Groups >= s.Groups || over() {
+			r.More = true
+			return r
+		}
+		r.Groups++
+		work++
 		g := t.byID[d.gid]
 		// Windows below cut have expired.
 		cut := floorDiv(ms-t.ttlMs, g.key.widthMs) - g.key.span() + 1
-		t.tree.DeleteAscend(first(g.id), func(it item) btree.Action {
-			if it.gid() != g.id || it.bucket >= cut || deleted >= max {
-				return btree.Stop
+		stop := false
+		for !stop {
+			k := t.deleteBatch(g, cut, min(sweepBatch, s.Max-r.Deleted))
+			r.Deleted += k
+			work += k
+			if g.n == 0 || k == 0 {
+				break
 			}
-			t.release(it.slot())
-			g.n--
-			deleted++
-			return btree.Delete
-		})
+			stop = r.Deleted >= s.Max || over()
+		}
 		if g.n == 0 {
 			t.dropGroup(g)
-			continue
+		} else {
+			t.tree.Ascend(first(g.id), func(it item) bool {
+				t.reindex(g, it.bucket)
+				return false
+			})
 		}
-		t.tree.Ascend(first(g.id), func(it item) bool {
-			t.reindex(g, it.bucket)
-			return false
-		})
+		if stop {
+			r.More = true
+			return r
+		}
 	}
-	return deleted
+}
+
+// deleteBatch deletes up to n (at most sweepBatch) of the oldest buckets
+// of g whose window is below cut, and returns how many it deleted. It
+// first collects them and loads their slots and then their index
+// entries, each pass a run of independent loads that the CPU overlaps,
+// so that deleting them finds both in the cache.
+func (t *Table) deleteBatch(g *group, cut int64, n int) int {
+	b := &t.sweep
+	b.gid, b.cut, b.want, b.batch = g.id, cut, n, b.buf[:0]
+	t.tree.Ascend(first(g.id), b.collect)
+	k := len(b.batch)
+	if k == 0 {
+		return 0
+	}
+	for i, it := range b.batch {
+		b.fps[i] = t.slots.at(it.slot()).fp
+	}
+	var sink uint64
+	for _, fp := range b.fps[:k] {
+		sink += t.ix.e[fp&t.ix.mask]
+	}
+	b.sink = sink
+	b.left = k
+	t.tree.DeleteAscend(first(g.id), b.delete)
+	g.n -= k
+	return k
+}
+
+// sweepState is the state of deleteBatch, kept in the Table with the
+// callbacks it gives the tree, so that a sweep allocates nothing.
+type sweepState struct {
+	buf     [sweepBatch]item
+	fps     [sweepBatch]uint32
+	batch   []item
+	gid     uint32
+	cut     int64
+	want    int
+	left    int
+	sink    uint64 // keeps the loads of a batch's index entries
+	collect func(item) bool
+	delete  func(item) btree.Action
+}
+
+// initSweep binds the sweep's tree callbacks to t.
+func (t *Table) initSweep() {
+	b := &t.sweep
+	b.collect = func(it item) bool {
+		if it.gid() != b.gid || it.bucket >= b.cut || len(b.batch) >= b.want {
+			return false
+		}
+		b.batch = append(b.batch, it)
+		return true
+	}
+	b.delete = func(it item) btree.Action {
+		if b.left == 0 {
+			return btree.Stop
+		}
+		t.release(it.slot())
+		b.left--
+		return btree.Delete
+	}
 }
 
 // release frees slot i, which the tree no longer holds: out of the index
@@ -618,6 +791,8 @@ func (t *Table) DeleteExpired(now time.Time, max int) int {
 func (t *Table) release(i uint32) {
 	t.ix.del(t.slots.at(i).fp, i)
 	t.unmark(i)
+	t.unbind(i)
+	t.releaseRef(i)
 	t.slots.release(i)
 }
 

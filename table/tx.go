@@ -85,6 +85,7 @@ func (t *Table) undoChange(i uint32, prev *slot) {
 	cur := mkItem(s.gid, s.bucket, i)
 	back := mkItem(prev.gid, prev.bucket, i)
 	if cur != back {
+		t.unbind(i) // the journal's binding, if any, is of cur's key
 		g := t.byID[s.gid]
 		t.tree.Delete(cur)
 		t.tree.SetHint(back, &t.hint)

@@ -3,11 +3,12 @@
 // snapshots and crash recovery.
 //
 // Each shard owner (one goroutine) owns one Journal in its own directory.
-// It appends records (each the full new state of one bucket, encoded by
-// another package; the journal never looks inside a payload) and calls
-// Commit at the end of each batch. Replay is last-write-wins and idempotent,
-// which is what makes snapshots simple: a snapshot is just the records of the
-// current state, and the records after it are replayed on top.
+// It appends records (the new state of the buckets a batch changed,
+// encoded by another package; the journal never looks inside a payload)
+// and calls Commit at the end of each batch. Replaying records in order is
+// idempotent (each sets a state), which is what makes snapshots simple: a
+// snapshot is just the records of the current state, and the records after
+// it are replayed on top.
 //
 //	j, rec, err := journal.Open(dir, journal.Options{Sync: journal.SyncAlways}, restore)
 //	...
