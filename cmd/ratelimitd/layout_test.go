@@ -37,7 +37,7 @@ func TestLayout(t *testing.T) {
 		"api/middleware":         {transport, nil},
 		"api/proxy":              {transport, nil},
 		"api/admin":              {transport, nil},
-		"api/metrics":            {[]string{"api", "api/rules"}, []string{"github.com/prometheus/client_golang"}},
+		"api/metrics":            {[]string{"api", "api/rules", "api/resp"}, []string{"github.com/prometheus/client_golang"}},
 		"api/rules":              {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		"api/clientip":           {nil, nil},
 		"api/client":             {[]string{"table", "api/internal/jsonstr"}, nil},
