@@ -116,9 +116,10 @@ func (s *System) wait(ctx context.Context, c *call) {
 	}
 }
 
-// submit queues c in the inbox of its shard sh, waking the owner if it is idle.
-func (s *System) submit(sh *shard, c *call) error {
-	kick, err := sh.q.push(c)
+// submit queues cs in the inbox of their shard sh, waking the owner if it
+// is idle.
+func (s *System) submit(sh *shard, cs ...*call) error {
+	kick, err := sh.q.push(cs...)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,13 @@
 // changes only if every check is admitted; otherwise the shards' tables
 // roll them back before anyone else can see them.
 //
+// CheckEach decides independent checks in one pass: it sorts them by
+// shard and serves each shard's run as one batch of that shard (on the
+// caller's goroutine when the shard is free, else queued for its owner in
+// one push), one shard at a time, so that a pipeline of checks costs one
+// journal record per shard, not one per check; a failing shard fails its
+// own run only.
+//
 // A sweeping loop, one goroutine, runs a round every Config.SweepInterval
 // (the policy is package sweeper's): each shard deletes the buckets that
 // expired, at most Config.SweepBatch per turn, round-robin over the shards,

@@ -79,14 +79,15 @@ type inbox struct {
 	closed    bool
 }
 
-// push queues c. It reports whether the caller must send a drainMessage.
-func (q *inbox) push(c *call) (kick bool, err error) {
+// push queues cs, together. It reports whether the caller must send a
+// drainMessage.
+func (q *inbox) push(cs ...*call) (kick bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return false, ErrStopped
 	}
-	q.pending = append(q.pending, c)
+	q.pending = append(q.pending, cs...)
 	q.queued.Store(int32(len(q.pending)))
 	kick = !q.scheduled
 	q.scheduled = true

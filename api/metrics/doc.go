@@ -1,7 +1,8 @@
 // Package metrics holds the Prometheus series of ratelimitd (see Metrics
 // for the list) in a registry of its own, and serves them: it is the only
 // package of the module that imports the Prometheus client. A transport
-// records into it through api.Recorder; the daemon feeds it the limiter's
+// records into it through api.Recorder, or through an observer of its own
+// made here (RESP, the Redis protocol's); the daemon feeds it the limiter's
 // counters (Observe), sweep rounds (SweepDone), rule reloads and listener
 // connection counts.
 //

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api/resp"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -15,7 +19,8 @@ import (
 // request after another, and records every batch it is given.
 type eachChecker struct {
 	resp.Checker
-	fail error // when set, CheckEach fails with it
+	fail  error         // when set, CheckEach fails with it
+	failI map[int]error // the requests CheckEach fails, by index, as *table.IndexError
 
 	mu      sync.Mutex
 	batches [][]string // the ids of each CheckEach
@@ -35,14 +40,19 @@ func (e *eachChecker) CheckEach(ctx context.Context, reqs []table.Request, decs 
 	if e.fail != nil {
 		return e.fail
 	}
+	var failed []error
 	for i := range reqs {
+		if err := e.failI[i]; err != nil {
+			failed = append(failed, &table.IndexError{Index: i, Err: err})
+			continue
+		}
 		d, err := e.Checker.Check(ctx, reqs[i])
 		if err != nil {
 			return err
 		}
 		decs[i] = d
 	}
-	return nil
+	return errors.Join(failed...)
 }
 
 func (e *eachChecker) Check(ctx context.Context, req table.Request) (table.Decision, error) {
@@ -121,11 +131,61 @@ func TestPipelineOneBatch(t *testing.T) {
 	}
 }
 
+// The actor system decides pipelines in one pass.
+var _ resp.EachChecker = (*actors.System)(nil)
+
+// countingSystem is the actor system, its CheckEach as it is, its single
+// Checks counted.
+type countingSystem struct {
+	*actors.System
+	checks atomic.Int64
+}
+
+func (c *countingSystem) Check(ctx context.Context, req table.Request) (table.Decision, error) {
+	c.checks.Add(1)
+	return c.System.Check(ctx, req)
+}
+
 // TestPipelineGoRedis checks that a go-redis pipeline of 16 CL.THROTTLE is
 // decided in one CheckEach, answered in order, and that a Checker without
-// CheckEach gets the same checks one by one with the same answers.
+// CheckEach gets the same checks one by one with the same answers; and
+// that the actor system's own CheckEach decides it, no Check called.
 func TestPipelineGoRedis(t *testing.T) {
 	t.Parallel()
+	t.Run("actors.System", func(t *testing.T) {
+		t.Parallel()
+		sys, _ := manualSystem(t)
+		cs := &countingSystem{System: sys}
+		obs := newCounter()
+		_, addr := startServer(t, resp.Options{Checker: cs, Observer: obs})
+		c := newClient(t, addr, 1, "")
+		ctx := context.Background()
+		cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for range 16 {
+				p.Do(ctx, "CL.THROTTLE", "p", 9, 10, 1)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, cmd := range cmds {
+			got, err := cmd.(*redis.Cmd).Int64Slice()
+			want := []int64{0, 10, int64(9 - i), -1, 1}
+			if i >= 10 {
+				want = []int64{1, 10, 0, 1, 1}
+			}
+			if err != nil || !slices.Equal(got, want) {
+				t.Errorf("reply %d: got %v, %v; want %v", i, got, err, want)
+			}
+		}
+		if n := cs.checks.Load(); n != 0 {
+			t.Errorf("the system's Check was called %d times, want none (one CheckEach)", n)
+		}
+		if got := obs.batchSizes(); !slices.Equal(got, []int{16}) {
+			t.Errorf("observed batches %v, want [16]", got)
+		}
+	})
 	for _, each := range []bool{true, false} {
 		sys, _ := manualSystem(t)
 		ec := &eachChecker{Checker: sys}
@@ -185,6 +245,36 @@ func TestPipelineBatchError(t *testing.T) {
 		"-ERR the rate limiter is shutting down; retry\r\n",
 		"+PONG\r\n",
 		"-ERR the rate limiter is shutting down; retry\r\n",
+	} {
+		if got := c.mustReply(); got != w {
+			t.Errorf("reply %d: got %q, want %q", i, got, w)
+		}
+	}
+}
+
+// TestPipelineBatchErrorPerCheck checks that a CheckEach error naming
+// some checks (*table.IndexError, joined) fails those checks only: the
+// others are answered with their decisions, in order.
+func TestPipelineBatchErrorPerCheck(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	unavailable := errors.New("shard unavailable")
+	ec := &eachChecker{Checker: sys, failI: map[int]error{1: unavailable, 3: &table.FieldError{Field: "id", Message: "is bad"}}}
+	_, addr := startServer(t, resp.Options{Checker: ec, Unavailable: unavailable})
+	c := dialRaw(t, addr)
+	c.send(frame("CL.THROTTLE", "a", "1", "1", "60") +
+		frame("CL.THROTTLE", "b", "1", "1", "60") +
+		frame("PING") +
+		frame("RL.CHECK", "c", "1m", "2") +
+		frame("RL.CHECK", "c", "1m", "2") +
+		frame("CL.THROTTLE", "a", "1", "1", "60"))
+	for i, w := range []string{
+		ints(0, 2, 1, -1, 60),
+		"-ERR the rate limiter is temporarily unavailable; retry\r\n",
+		"+PONG\r\n",
+		ints(1, 1, 2, 1, 60000, 0),
+		"-ERR id: is bad\r\n",
+		ints(0, 2, 0, -1, 120),
 	} {
 		if got := c.mustReply(); got != w {
 			t.Errorf("reply %d: got %q, want %q", i, got, w)

@@ -258,7 +258,10 @@ func (s *Server) decide(st *session) {
 	if s.each != nil {
 		err := s.each.CheckEach(s.ctx, st.reqs, st.decs)
 		for i := range st.checks {
-			st.checks[i].d, st.checks[i].err = st.decs[i], err
+			st.checks[i].d = st.decs[i]
+		}
+		if err != nil {
+			s.eachFailed(st.checks, err)
 		}
 	} else {
 		for i := range st.checks {
@@ -266,6 +269,29 @@ func (s *Server) decide(st *session) {
 		}
 	}
 	s.obs.Batch(n)
+}
+
+// eachFailed gives the checks of a batch the error of CheckEach: to each
+// check an *table.IndexError of err names, its own; to every check, an err
+// that names none.
+func (s *Server) eachFailed(checks []check, err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	named := false
+	for _, e := range errs {
+		var ie *table.IndexError
+		if errors.As(e, &ie) && ie.Index >= 0 && ie.Index < len(checks) {
+			checks[ie.Index].err = ie.Err
+			named = true
+		}
+	}
+	if !named {
+		for i := range checks {
+			checks[i].err = err
+		}
+	}
 }
 
 // appendCheck appends the reply to a decided check and returns its result.

@@ -33,7 +33,11 @@
 // <max_burst> <count per period> <period> [<quantity>]", "Couldn't parse
 // as integer: ARG" (integers as Rust parses them: an optional sign, digits,
 // no overflow) or "Zero rates are not supported" (count or period 0).
-// Redis sends a module's error as it is, without "ERR". Where redis-cell
+// Redis sends a module's error as it is, without "ERR", and so does this
+// server: an app that matches redis-cell's messages, or their "Cell
+// error" prefix, goes on matching them, and every client takes the reply
+// for an error either way ("ERR" is a convention of Redis's own errors,
+// not of the protocol). Where redis-cell
 // crashes, overflows or answers nonsense, the reply is "ERR ARG: RULE"
 // instead: max_burst negative or 9223372036854775807 (whose +1 overflows),
 // count or period negative, period over 31622400 s (table.MaxScale), a
@@ -114,7 +118,9 @@
 // RL.RULE) are decided in one pass, by EachChecker.CheckEach when the
 // Checker has it, else one Check after another, in order, and every reply
 // is written in order, in one flush. A malformed check is answered in its
-// place, outside the batch. RL.REFUND, RL.REFUNDRULE, INFO and QUIT first
+// place, outside the batch; a check the Checker fails is answered with its
+// error in its place, and the others of the batch with their decisions
+// (actors.System fails only the checks of a shard that failed). RL.REFUND, RL.REFUNDRULE, INFO and QUIT first
 // decide the checks before them, so that their effect falls in its place.
 //
 // # Limits

@@ -78,6 +78,17 @@ const (
 	ConnTimedOut      ConnEvent = "timed_out"      // closed by the read or idle timeout
 )
 
+// Results returns every Result Observer.Command reports.
+func Results() []Result {
+	return []Result{ResultOK, ResultAllowed, ResultDenied, ResultShadowDenied, ResultFull,
+		ResultInvalid, ResultError, ResultNoAuth, ResultWrongPass}
+}
+
+// ConnEvents returns every ConnEvent Observer.Conn reports.
+func ConnEvents() []ConnEvent {
+	return []ConnEvent{ConnOpened, ConnClosed, ConnRejected, ConnProtocolError, ConnTimedOut}
+}
+
 // nopObserver observes nothing.
 type nopObserver struct{}
 

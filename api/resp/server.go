@@ -38,9 +38,13 @@ type Checker interface {
 
 // EachChecker is a Checker that decides a batch of independent checks in
 // one pass: each request on its own, as Check would, in order, with
-// decs[i] the decision of reqs[i] (len(decs) == len(reqs)). An error means
-// none was counted. The server gives it the checks of each pipelined read;
-// a Checker without it gets them one Check at a time, in order.
+// decs[i] the decision of reqs[i] (len(decs) == len(reqs)).
+// *actors.System is one. Its error, if any, is about the requests it names
+// as *table.IndexError (alone or in an errors.Join), which are answered
+// with their error, the others with their decisions; any other error is
+// about every request of the batch. The server gives it the checks of each
+// pipelined read; a Checker without it gets them one Check at a time, in
+// order.
 type EachChecker interface {
 	CheckEach(ctx context.Context, reqs []table.Request, decs []table.Decision) error
 }

@@ -22,6 +22,7 @@ type running struct {
 	rules  *ruleSet
 	sys    *actors.System
 	admin  *adminServer // nil without the admin API
+	redis  *respServer  // nil without --redis-listen
 	srv    *http.Server
 	ln     net.Listener // the public listener, capped
 	served chan error   // Serve's return
@@ -48,6 +49,10 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 			return nil, exitFailure
 		}
 	}
+	if err := readRedisPassword(cfg); err != nil {
+		log.Error("cannot read the Redis password", "err", err)
+		return nil, exitFailure
+	}
 	prom := metrics.New()
 	rs, err := startRules(cfg, log, prom)
 	if err != nil {
@@ -71,6 +76,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 	d := &running{cfg: cfg, log: log, rules: rs, sys: sys}
 	if !d.listen(ctx, nofile, adminToken, prom) {
 		d.admin.shutdown(context.Background(), log)
+		d.redis.drain(context.Background(), log)()
 		d.stop()
 		return nil, exitFailure
 	}
@@ -138,6 +144,10 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 		log.Error("cannot start the admin API", "err", err)
 		return false
 	}
+	if d.redis, err = startRESP(cfg, budget.maxConns, log, d.sys, d.rules, prom); err != nil {
+		log.Error("cannot start the Redis protocol server", "err", err)
+		return false
+	}
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -184,8 +194,10 @@ func (d *running) shutdown(ctx context.Context, serveErr error) int {
 		code = exitFailure
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.shutdownTimeout)
+	waitRedis := d.redis.drain(shutdownCtx, log)
 	err := d.srv.Shutdown(shutdownCtx)
 	d.admin.shutdown(shutdownCtx, log)
+	waitRedis()
 	cancel()
 	if err != nil {
 		log.Warn("HTTP server did not drain in time; closing the remaining connections", "err", err)

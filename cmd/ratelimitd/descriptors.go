@@ -40,16 +40,19 @@ func shardReserve(segmentSize, snapshotThreshold int64) int {
 	return int(segs) + 1 + shardReserveExtra
 }
 
-// listenerCosts returns the descriptors one connection costs on each HTTP
+// listenerCosts returns the descriptors one connection costs on each
 // listener that is on: the public one (two in proxy mode, where each
-// connection may hold an upstream connection), and the admin one with
-// --admin-token-file.
+// connection may hold an upstream connection), the admin one with
+// --admin-token-file, and the Redis protocol one with --redis-listen.
 func listenerCosts(cfg *config) []int {
 	costs := []int{1}
 	if cfg.proxy.upstream != "" {
 		costs[0] = 2
 	}
 	if cfg.adminTokenFile != "" {
+		costs = append(costs, 1)
+	}
+	if cfg.redis.listen != "" {
 		costs = append(costs, 1)
 	}
 	return costs

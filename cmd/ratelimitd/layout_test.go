@@ -37,7 +37,7 @@ func TestLayout(t *testing.T) {
 		"api/middleware":         {transport, nil},
 		"api/proxy":              {transport, nil},
 		"api/admin":              {transport, nil},
-		"api/metrics":            {[]string{"api", "api/rules"}, []string{"github.com/prometheus/client_golang"}},
+		"api/metrics":            {[]string{"api", "api/rules", "api/resp"}, []string{"github.com/prometheus/client_golang"}},
 		"api/rules":              {[]string{"table"}, []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		"api/clientip":           {nil, nil},
 		"api/client":             {[]string{"table", "api/internal/jsonstr"}, nil},
@@ -49,7 +49,7 @@ func TestLayout(t *testing.T) {
 		// yamlconf owns yaml for the config formats; api/rules still imports it until it moves onto yamlconf.
 		"api/internal/yamlconf": {nil, []string{"go.yaml.in/yaml/v3"}},
 		"api/rls":               {[]string{"table", "api/internal/yamlconf"}, []string{"google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy", "google.golang.org/protobuf"}},
-		"cmd/ratelimitd":        {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rules", "sweeper", "table", "table/journal"}, nil},
+		"cmd/ratelimitd":        {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/resp", "api/rules", "sweeper", "table", "table/journal"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}

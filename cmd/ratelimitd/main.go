@@ -2,7 +2,8 @@
 // GET/POST /check_rate, /refund, /healthz and /metrics over HTTP (package
 // api/httpapi), or, as ratelimitd proxy, limits the requests it proxies to
 // an upstream (api/proxy), counting in an embedded actor system (package
-// actors), with the admin API (api/admin) on a listener of its own.
+// actors), with the admin API (api/admin) on a listener of its own and,
+// with --redis-listen, the Redis protocol (api/resp) on another.
 //
 // Usage:
 //
@@ -15,9 +16,9 @@
 //
 // Logs are structured (log/slog) and go to standard error. Once the listener
 // is open, the daemon logs msg=listening with addr set to the bound address.
-// SIGINT or SIGTERM starts a graceful shutdown: the HTTP server stops
-// accepting and drains in-flight requests, then the actor system stops, each
-// step within --shutdown-timeout. Further signals meanwhile are ignored.
+// SIGINT or SIGTERM starts a graceful shutdown: the HTTP and Redis protocol
+// servers stop accepting and drain in-flight requests, then the actor system
+// stops, each step within --shutdown-timeout. Further signals meanwhile are ignored.
 //
 // Exit status: 0 after a clean shutdown (or --version, --help), 1 when the
 // daemon could not start or stop cleanly, 2 for invalid flags (nothing is

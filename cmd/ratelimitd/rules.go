@@ -97,37 +97,46 @@ func (rs *ruleSet) close() {
 // beyond guessing, a short word is not.
 const minTokenBytes = 16
 
-// maxTokenFileBytes bounds what is read of the token file.
+// maxTokenFileBytes bounds what is read of a secret's file.
 const maxTokenFileBytes = 64 << 10
 
-// readToken reads the admin bearer token: the file's content without
-// surrounding white space. Like ssh with a private key, it refuses a file
-// that group or others may access (any of the mode bits 077) and a token
-// shorter than minTokenBytes, naming the file and what is wrong.
+// readToken reads the admin bearer token (see readSecret), refusing a
+// token shorter than minTokenBytes.
 func readToken(path string) (string, error) {
+	tok, err := readSecret("admin token", path)
+	if err != nil {
+		return "", err
+	}
+	if len(tok) < minTokenBytes {
+		return "", fmt.Errorf("admin token: %s holds a token of %d bytes; it must be at least %d bytes (for example 32 random bytes in hex: openssl rand -hex 32)", path, len(tok), minTokenBytes)
+	}
+	return tok, nil
+}
+
+// readSecret reads the secret what (its name in errors) from the file
+// path: the file's content without surrounding white space. Like ssh with
+// a private key, it refuses a file that group or others may access (any
+// of the mode bits 077), naming the file and what is wrong.
+func readSecret(what, path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("admin token: %w", err)
+		return "", fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
 	// The mode of the file opened, not of the path, so a swap in between
 	// cannot slip past the check.
 	st, err := f.Stat()
 	if err != nil {
-		return "", fmt.Errorf("admin token: %w", err)
+		return "", fmt.Errorf("%s: %w", what, err)
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("admin token: %s is accessible by group or others (mode %04o); a secret must be readable by its owner only: chmod 600 %s", path, perm, path)
+		return "", fmt.Errorf("%s: %s is accessible by group or others (mode %04o); a secret must be readable by its owner only: chmod 600 %s", what, path, perm, path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes))
 	if err != nil {
-		return "", fmt.Errorf("admin token: %s: %w", path, err)
+		return "", fmt.Errorf("%s: %s: %w", what, path, err)
 	}
-	tok := strings.TrimSpace(string(b))
-	if len(tok) < minTokenBytes {
-		return "", fmt.Errorf("admin token: %s holds a token of %d bytes; it must be at least %d bytes (for example 32 random bytes in hex: openssl rand -hex 32)", path, len(tok), minTokenBytes)
-	}
-	return tok, nil
+	return strings.TrimSpace(string(b)), nil
 }
 
 // adminServer is the admin API on its own listener.

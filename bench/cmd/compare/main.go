@@ -10,7 +10,9 @@
 // process; 3. scaling (memory per bucket against Redis, sweep cost, check
 // latency during a sweep, journal sync modes); 4. the ratelimitd module's
 // own Go benchmarks (go test -bench, a child process per package, in the
-// module root; with -short, as a smoke test). -only picks sections.
+// module root; with -short, as a smoke test), run last; 5. the Redis
+// protocol (redis-benchmark against ratelimitd's CL.THROTTLE and a
+// redis-server running Lua limiters and INCR). -only picks sections.
 //
 // With -readme PATH (full mode only; make bench-compare passes
 // ../README.md) it also rewrites the block of that file between
@@ -47,7 +49,7 @@ import (
 )
 
 // sections, in the order they run.
-var sections = []string{"http", "embedded", "memory", "sweep", "sweeplat", "journal", "gobench"}
+var sections = []string{"http", "embedded", "memory", "sweep", "sweeplat", "journal", "resp", "gobench"}
 
 type options struct {
 	short       bool
@@ -246,6 +248,8 @@ func (r *runner) section(ctx context.Context, s string) error {
 		return r.sweepLatSection(ctx)
 	case "journal":
 		return r.journalSection(ctx)
+	case "resp":
+		return r.respSection(ctx)
 	case "gobench":
 		return r.gobenchSection(ctx)
 	}

@@ -44,6 +44,9 @@ func drawCharts(dir string, r *Report) ([]string, error) {
 			cs = append(cs, chart{"sweep_vs_live.svg", func() (*plot.Plot, vg.Length, vg.Length, error) { return sweepVsLive(s) }})
 		}
 	}
+	if x := r.RESP; hasRESPRuns(x) {
+		cs = append(cs, chart{"resp_throughput.svg", func() (*plot.Plot, vg.Length, vg.Length, error) { return respBars(x) }})
+	}
 	var files []string
 	for _, c := range cs {
 		p, w, h, err := c.draw()

@@ -98,6 +98,7 @@ func Goals(r *Report) []Goal {
 		}
 	}
 	gs = append(gs, g)
+	gs = append(gs, respGoals(r.RESP)...)
 	return gs
 }
 

@@ -62,6 +62,7 @@ func synthetic() *Report {
 			{Mode: "memory", LatStats: scaling.LatStats{Checks: 1_000_000, Elapsed: time.Second, P50: 100 * time.Microsecond, P99: 500 * time.Microsecond}},
 			{Mode: "always", LatStats: scaling.LatStats{Checks: 40_000, Elapsed: time.Second, P50: 3 * time.Millisecond, P99: 17 * time.Millisecond}},
 		}},
+		RESP: syntheticRESP(),
 	}
 }
 
@@ -74,6 +75,8 @@ func TestGoals(t *testing.T) {
 		{Miss, "worst case fastest other ÷ ratelimitd = 7.00×"},
 		{Pass, "worst case ratelimitd ÷ fastest other = 1.25×"},
 		{Miss, "at 1M buckets: 101 B vs 90 B = 1.12×"},
+		{Miss, "300.0k req/s vs redis EVALSHA fixed window 180.0k req/s = 1.67×, vs redis EVALSHA GCRA 250.0k req/s = 1.20×"},
+		{Pass, "60.0k req/s vs redis EVALSHA GCRA 40.0k req/s = 1.50×"},
 	}
 	if len(gs) != len(want) {
 		t.Fatalf("got %d goals, want %d: %+v", len(gs), len(want), gs)
@@ -107,7 +110,7 @@ func TestWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	charts := []string{"http_throughput.svg", "http_latency_cdf.svg", "embedded_throughput.svg", "memory_per_bucket.svg", "sweep_vs_expired.svg", "sweep_vs_live.svg"}
+	charts := []string{"http_throughput.svg", "http_latency_cdf.svg", "embedded_throughput.svg", "memory_per_bucket.svg", "sweep_vs_expired.svg", "sweep_vs_live.svg", "resp_throughput.svg"}
 	if got, want := len(files), 1+len(charts); got != want {
 		t.Errorf("wrote %d files, want %d: %v", got, want, files)
 	}
@@ -133,6 +136,12 @@ func TestWrite(t *testing.T) {
 		"| 1M | 10k | 720 µs | 72.0 ns | 3 |",
 		"| during the sweep | 2,000 | 100.0k | 100 µs | 4.00 ms |", "p99 during ÷ p99 before: 10.00×.",
 		"| always | 40.0k | 0.04× | 3.00 ms | 17.0 ms |",
+		RESPHeading, "redis-benchmark 7.0.15 (a child process, one thread), with 50 connections", "pipelines of 1 and 16 requests",
+		"| ratelimitd CL.THROTTLE | `CL.THROTTLE user:__rand_int__ 999999999 1000000000 3600 1` | 16 | 300.0k | 0.60× | — | 2.00 ms | 5.00 ms | 0.004 | the daemon | 0.002 |  |",
+		"| redis-server, Lua GCRA by EVALSHA | `EVALSHA <sha> 1 gcra:user:__rand_int__ 999999999 1000000000 3600 1` | 1 | 40.0k | 0.50× | 1.50× |",
+		"| redis-server, INCR | `INCR incr:user:__rand_int__` | 16 | 500.0k | 1.00× | 0.60× |",
+		"| redis-server, Lua fixed window by EVALSHA | `EVALSHA <sha> 1 rl:user:__rand_int__ 3600000` | 1 | — | — | — | — | — | — | — | — | failed: boom |",
+		"- ratelimitd CL.THROTTLE: user:000000000000 spent 1,234 tokens",
 		"- a note",
 	} {
 		if !bytes.Contains(md, []byte(want)) {
@@ -404,6 +413,10 @@ func TestREADMEBlock(t *testing.T) {
 		"(`BenchmarkMatchCached/serial`) | not measured in this run |",
 		"(`BenchmarkProxy`) | 12.0k req/s | ReverseProxy alone: 13.0k req/s | 0.923 |",
 		"(`BenchmarkJournalGrowth`) | not measured in this run |",
+		"pipelines of 16 (`redis-benchmark`, 50 connections), vs `redis-server` running the faster Lua limiter by `EVALSHA` | 300.0k req/s | redis EVALSHA GCRA: 250.0k req/s | 1.20× | ≥ 1.5×: **MISS** |",
+		"pipelines of 16, vs `redis-server` answering plain `INCR` (the ceiling) | 300.0k req/s | INCR: 500.0k req/s | 0.60× |  |",
+		"pipelines of 1 (`redis-benchmark`, 50 connections), vs `redis-server` running the faster Lua limiter by `EVALSHA` | 60.0k req/s | redis EVALSHA GCRA: 40.0k req/s | 1.50× | ≥ 1×: **PASS** |",
+		"pipelines of 1, vs `redis-server` answering plain `INCR` (the ceiling) | 60.0k req/s | INCR: 80.0k req/s | 0.75× |  |",
 	} {
 		if !strings.Contains(block, want) {
 			t.Errorf("the block lacks %q", want)
@@ -478,5 +491,58 @@ func TestNumbers(t *testing.T) {
 		if !strings.Contains("|"+all+"|", w) {
 			t.Errorf("Numbers(all) lacks %s: %s", w, all)
 		}
+	}
+}
+
+// syntheticRESP is a Redis protocol section with made-up numbers: the
+// pipelined goal misses (against GCRA), the single one passes (against
+// GCRA alone: the fixed window's run at pipeline 1 failed).
+func syntheticRESP() *RESP {
+	run := func(pipe int, reqs int64, rps float64) RESPRun {
+		return RESPRun{Pipeline: pipe, Requests: reqs, Elapsed: time.Duration(float64(reqs) / rps * 1e9), P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, ServerCPU: float64(reqs) * 4e-6, ClientCPU: float64(reqs) * 2e-6}
+	}
+	return &RESP{Client: "redis-benchmark 7.0.15", Conns: 50, Keys: 1000, Pipelines: []int{1, 16}, Rounds: 3, PerRound: 2 * time.Second,
+		Peers: []RESPPeer{
+			{Name: "ratelimitd CL.THROTTLE", Short: ShortRESPRatelimitd, Command: "CL.THROTTLE user:__rand_int__ 999999999 1000000000 3600 1", CPUSource: "the daemon",
+				Runs: []RESPRun{run(1, 120_000, 60_000), run(16, 600_000, 300_000)}, Verified: "user:000000000000 spent 1,234 tokens"},
+			{Name: "redis-server, Lua fixed window by EVALSHA", Short: ShortRESPFixedLua, Command: "EVALSHA <sha> 1 rl:user:__rand_int__ 3600000", CPUSource: "redis-server",
+				Runs: []RESPRun{{Pipeline: 1, Error: "boom"}, run(16, 360_000, 180_000)}},
+			{Name: "redis-server, Lua GCRA by EVALSHA", Short: ShortRESPGCRALua, Command: "EVALSHA <sha> 1 gcra:user:__rand_int__ 999999999 1000000000 3600 1", CPUSource: "redis-server",
+				Runs: []RESPRun{run(1, 80_000, 40_000), run(16, 500_000, 250_000)}},
+			{Name: "redis-server, INCR", Short: ShortRESPIncr, Ceiling: true, Command: "INCR incr:user:__rand_int__", CPUSource: "redis-server",
+				Runs: []RESPRun{run(1, 160_000, 80_000), run(16, 1_000_000, 500_000)}},
+		}}
+}
+
+// TestRESPNotMeasured: without the section, or without redis-benchmark,
+// its goals are not measured and its README rows say so; a peer that
+// could not start is shown with its reason.
+func TestRESPNotMeasured(t *testing.T) {
+	for name, x := range map[string]*RESP{"nil": nil, "no client": {Error: "redis-benchmark not found"}} {
+		r := synthetic()
+		r.RESP = x
+		gs := Goals(r)
+		for _, g := range gs[len(gs)-2:] {
+			if g.Status != NotMeasured {
+				t.Errorf("%s: goal %s: got %s, want %s", name, g.ID, g.Status, NotMeasured)
+			}
+		}
+		if n := strings.Count(READMEBlock(r, "x"), "Redis protocol `CL.THROTTLE`"); n != 4 {
+			t.Errorf("%s: the README block has %d Redis protocol rows, want 4", name, n)
+		}
+	}
+	r := synthetic()
+	r.RESP.Peers[1] = RESPPeer{Name: "redis-server, Lua fixed window by EVALSHA", Short: ShortRESPFixedLua, Command: "EVALSHA", Error: "skipped: redis-server not found"}
+	md := string(Markdown(r, nil))
+	if !strings.Contains(md, "| 16 | — | — | — | — | — | — | — | — | not run: skipped: redis-server not found |") {
+		t.Errorf("a skipped peer:\n%s", md[strings.Index(md, RESPHeading):])
+	}
+	// The goals judge on the scripts that ran.
+	if g := Goals(r)[len(Goals(r))-2]; g.Status != Miss || !strings.Contains(g.Measured, "GCRA 250.0k req/s = 1.20×") || strings.Contains(g.Measured, "fixed window") {
+		t.Errorf("the pipelined goal with the fixed window skipped: %+v", g)
+	}
+	r.RESP = &RESP{Error: "redis-benchmark not found (Debian: apt-get install redis-tools)"}
+	if md := string(Markdown(r, nil)); !strings.Contains(md, RESPHeading+"\n\nNot measured: redis-benchmark not found (Debian: apt-get install redis-tools).") {
+		t.Errorf("no client: %s", md[strings.Index(md, RESPHeading):])
 	}
 }

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api/metrics"
+	"github.com/ratelimitd/ratelimitd/api/resp"
+)
+
+// The actor system decides a pipeline's checks in one pass.
+var _ resp.EachChecker = (*actors.System)(nil)
+
+// respServer is the Redis protocol server on its own listener.
+type respServer struct {
+	srv    *resp.Server
+	served chan error
+}
+
+// redisMaxConns is the cap of the Redis protocol listener: --redis-max-conns
+// when set, else the share of the descriptors each listener has (shared,
+// the listener counted in listenerCosts), at most resp.DefaultMaxConns.
+func redisMaxConns(cfg *config, share int) int {
+	if cfg.redis.maxConns > 0 {
+		return cfg.redis.maxConns
+	}
+	return min(share, resp.DefaultMaxConns)
+}
+
+// startRESP serves the Redis protocol on --redis-listen, checking with
+// sys and the rules of rs, with the password read by readRedisPassword;
+// without --redis-listen it serves nothing. share is each listener's share
+// of the descriptors (connCaps).
+func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics) (*respServer, error) {
+	if cfg.redis.listen == "" {
+		return nil, nil
+	}
+	rlog := log.With("component", "redis")
+	maxConns := redisMaxConns(cfg, share)
+	srv, err := resp.New(resp.Options{
+		Checker:     sys,
+		Rules:       rs.store,
+		Password:    cfg.redis.password,
+		MaxConns:    maxConns,
+		IdleTimeout: cfg.redis.idleTimeout,
+		Stopped:     actors.ErrStopped,
+		Unavailable: actors.ErrUnavailable,
+		Observer:    prom.ObserveRESP(maxConns),
+		Logger:      rlog,
+		Version:     moduleVersion(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.redis.listen)
+	if err != nil {
+		return nil, fmt.Errorf("redis listener %s: %w", cfg.redis.listen, err)
+	}
+	addr := ln.Addr().(*net.TCPAddr)
+	if !addr.IP.IsLoopback() && cfg.redis.password == "" {
+		rlog.Warn("the Redis protocol listener is reachable beyond loopback and asks no password: anyone who reaches it can spend every budget; set --redis-password-file", "addr", addr.String())
+	}
+	r := &respServer{srv: srv, served: make(chan error, 1)}
+	go func() { r.served <- srv.Serve(ln) }()
+	rlog.Info("redis listening", "addr", addr.String(), "max_conns", maxConns, "auth", cfg.redis.password != "")
+	return r, nil
+}
+
+// drain begins the graceful shutdown of the Redis protocol server: each
+// connection answers what it has read and is closed, all of them by the
+// end of ctx. The returned wait waits for it to end; a nil r drains
+// nothing.
+func (r *respServer) drain(ctx context.Context, log *slog.Logger) (wait func()) {
+	if r == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.srv.Shutdown(ctx); err != nil {
+			log.Warn("Redis protocol server did not drain in time; its remaining connections are closed", "err", err)
+		}
+		if err := <-r.served; !errors.Is(err, resp.ErrServerClosed) {
+			log.Error("Redis protocol server failed", "err", err)
+		}
+		log.Info("Redis protocol server stopped")
+	}()
+	return func() { <-done }
+}
