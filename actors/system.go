@@ -28,17 +28,17 @@ import (
 // Errors returned by System. Match them with errors.Is.
 var (
 	// ErrStopped: the System is stopping or stopped and takes no more checks.
-	ErrStopped = errors.New("actors: system stopped")
+	ErrStopped = table.ErrStopped
 	// ErrUnavailable: the shard crashed while it held the check; the check
 	// may or may not have been counted, and the shard has been rebuilt.
-	ErrUnavailable = errors.New("actors: shard owner unavailable")
+	ErrUnavailable = table.ErrUnavailable
 	// ErrConfig: a Config field is out of range.
 	ErrConfig = errors.New("actors: invalid config")
 	// ErrJournal: the shard's journal could not take the check's batch (a
 	// full disk, an I/O error) and Config.OnJournalError is FailClosed. The
 	// check was counted in memory but not made durable, so it is refused.
 	// Errors matching ErrJournal also match ErrUnavailable.
-	ErrJournal = errors.New("actors: journal failed")
+	ErrJournal = table.ErrJournal
 	// ErrClusterUnavailable: cluster mode: no member decided the check in
 	// time (its owner unreachable, its vshard without a serving owner,
 	// this member's lease lapsed) and ClusterConfig.OnError is FailClosed.
@@ -368,7 +368,7 @@ func (s *System) Refund(ctx context.Context, req table.Request) (table.Decision,
 		return table.Decision{}, err
 	}
 	if req.Hits < 1 {
-		return table.Decision{}, &table.FieldError{Field: "hits", Rule: "must be at least 1 for a refund"}
+		return table.Decision{}, &table.FieldError{Field: "hits", Message: "must be at least 1 for a refund"}
 	}
 	c, err := s.call(ctx, opRefund, req)
 	if err != nil {
@@ -399,7 +399,7 @@ func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
 // holds them now.
 func (s *System) Buckets(ctx context.Context, id string) ([]table.Bucket, error) {
 	if id == "" || len(id) > table.MaxIDLen {
-		return nil, &table.FieldError{Field: "id", Rule: fmt.Sprintf("must be 1 to %d bytes", table.MaxIDLen)}
+		return nil, &table.FieldError{Field: "id", Message: fmt.Sprintf("must be 1 to %d bytes", table.MaxIDLen)}
 	}
 	c, err := s.call(ctx, opBuckets, table.Request{ID: id})
 	if err != nil {
@@ -411,7 +411,7 @@ func (s *System) Buckets(ctx context.Context, id string) ([]table.Bucket, error)
 }
 
 // MaxCheckAll is the most requests one CheckAll takes.
-const MaxCheckAll = 1000
+const MaxCheckAll = table.MaxBatch
 
 // CheckAll checks several limits at once, all or nothing: it returns
 // allowed only if every request is admitted, and then every one is counted;
@@ -429,13 +429,13 @@ const MaxCheckAll = 1000
 // all-or-nothing outcome needs every answer.
 func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.Decision, bool, error) {
 	if len(reqs) == 0 || len(reqs) > MaxCheckAll {
-		return nil, false, &table.FieldError{Field: "checks", Rule: fmt.Sprintf("must hold 1 to %d checks", MaxCheckAll)}
+		return nil, false, &table.FieldError{Field: "checks", Message: table.MsgBatchSize}
 	}
 	for i := range reqs {
 		if err := reqs[i].Validate(); err != nil {
 			var fe *table.FieldError
 			if errors.As(err, &fe) {
-				return nil, false, &table.FieldError{Field: fmt.Sprintf("checks[%d].%s", i, fe.Field), Rule: fe.Rule}
+				return nil, false, &table.IndexError{Index: i, Err: fe}
 			}
 			return nil, false, err
 		}

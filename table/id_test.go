@@ -14,7 +14,7 @@ func TestValidateIDUTF8(t *testing.T) {
 		r := Request{ID: id, Policy: Policy{Scale: time.Second, Limit: 1}, Hits: 1}
 		err := r.Validate()
 		var fe *FieldError
-		if !errors.As(err, &fe) || *fe != (FieldError{Field: "id", Rule: "must be valid UTF-8"}) || !errors.Is(err, ErrInvalid) {
+		if !errors.As(err, &fe) || *fe != (FieldError{Field: "id", Message: "must be valid UTF-8"}) || !errors.Is(err, ErrInvalid) {
 			t.Errorf("id %q: got %v, want id: must be valid UTF-8", id, err)
 		}
 		if err != nil && err.Error() != "id: must be valid UTF-8" {

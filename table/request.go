@@ -25,15 +25,29 @@ const (
 // ErrInvalid is matched (errors.Is) by every error Request.Validate returns.
 var ErrInvalid = errors.New("invalid request")
 
-// FieldError names the Request field at fault and the rule it broke.
+// FieldError names the Request field at fault and what it must be.
 // It matches ErrInvalid with errors.Is.
 type FieldError struct {
-	Field string // the wire name of the field: "id", "scale", "limit", "hits", "algorithm", "burst", "rule"
-	Rule  string // what the field must be, e.g. "must be at least 1ms"
+	Field   string // the wire name of the field: "id", "scale", "limit", "hits", "algorithm", "burst", "rule"
+	Message string // what the field must be, e.g. "must not be negative"
 }
 
 // Error implements error.
-func (e *FieldError) Error() string { return e.Field + ": " + e.Rule }
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// What the fields of a Request must be, as the Message of the FieldError
+// that names one. The parsers of the wire forms say them too, so that a
+// field breaks one rule in the same words everywhere; the numbers in them
+// are MaxIDLen, MinScale and MaxScale (TestMessages keeps them so).
+const (
+	MsgRequired    = "is required"
+	MsgIDLen       = "must be at most 1024 bytes"
+	MsgUTF8        = "must be valid UTF-8"
+	MsgScaleRange  = "must be between 1ms and 8784h0m0s"
+	MsgScaleMs     = "must be a whole number of milliseconds"
+	MsgNotNegative = "must not be negative"
+	MsgRefill      = "burst × scale/limit (the time to refill) must be at most 8784h0m0s"
+)
 
 // Is reports whether target is ErrInvalid.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
@@ -64,6 +78,9 @@ const (
 var algorithmNames = [numAlgorithms]string{"fixed_window", "sliding_window", "token_bucket", "leaky_bucket"}
 
 // msgAlgorithm is the rule of the algorithm field, naming every algorithm.
+// msgNamespaceLen is the rule of a Request's Namespace (MaxNamespaceLen).
+const msgNamespaceLen = "must be at most 64 bytes"
+
 var msgAlgorithm = "must be one of: " + strings.Join(algorithmNames[:], ", ")
 
 // valid reports whether a is one of the algorithms.
@@ -91,7 +108,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return Algorithm(a), nil
 		}
 	}
-	return 0, &FieldError{Field: "algorithm", Rule: msgAlgorithm}
+	return 0, &FieldError{Field: "algorithm", Message: msgAlgorithm}
 }
 
 // Policy is a limit: Limit hits per Scale, counted by Algorithm, in a
@@ -107,33 +124,22 @@ type Policy struct {
 	Burst int64
 }
 
-// What the fields of a Policy must be, as FieldError says it.
-var (
-	msgScaleRange = fmt.Sprintf("must be between %v and %v", MinScale, MaxScale)
-	msgRefill     = fmt.Sprintf("burst × scale/limit (the time to refill) must be at most %v", MaxScale)
-)
-
-const (
-	msgScaleMs     = "must be a whole number of milliseconds"
-	msgNotNegative = "must not be negative"
-)
-
 // Validate reports the first field of p that breaks its rule, as a
 // *FieldError naming it by its wire name.
 func (p *Policy) Validate() error {
 	switch {
 	case p.Scale < MinScale || p.Scale > MaxScale:
-		return &FieldError{Field: "scale", Rule: msgScaleRange}
+		return &FieldError{Field: "scale", Message: MsgScaleRange}
 	case p.Scale%time.Millisecond != 0:
-		return &FieldError{Field: "scale", Rule: msgScaleMs}
+		return &FieldError{Field: "scale", Message: MsgScaleMs}
 	case p.Limit < 0:
-		return &FieldError{Field: "limit", Rule: msgNotNegative}
+		return &FieldError{Field: "limit", Message: MsgNotNegative}
 	case !p.Algorithm.valid():
-		return &FieldError{Field: "algorithm", Rule: msgAlgorithm}
+		return &FieldError{Field: "algorithm", Message: msgAlgorithm}
 	case p.Burst < 0:
-		return &FieldError{Field: "burst", Rule: msgNotNegative}
+		return &FieldError{Field: "burst", Message: MsgNotNegative}
 	case p.Algorithm.gcra() && p.Limit > 0 && !fitsRefill(p.burst(), p.Scale, p.Limit):
-		return &FieldError{Field: "burst", Rule: msgRefill}
+		return &FieldError{Field: "burst", Message: MsgRefill}
 	}
 	return nil
 }
@@ -211,22 +217,22 @@ type Request struct {
 func (r *Request) Validate() error {
 	switch {
 	case r.ID == "":
-		return &FieldError{Field: "id", Rule: "is required"}
+		return &FieldError{Field: "id", Message: MsgRequired}
 	case len(r.ID) > MaxIDLen:
-		return &FieldError{Field: "id", Rule: fmt.Sprintf("must be at most %d bytes", MaxIDLen)}
+		return &FieldError{Field: "id", Message: MsgIDLen}
 	case !utf8.ValidString(r.ID):
-		return &FieldError{Field: "id", Rule: "must be valid UTF-8"}
+		return &FieldError{Field: "id", Message: MsgUTF8}
 	}
 	if err := r.Policy.Validate(); err != nil {
 		return err
 	}
 	switch {
 	case r.Hits < 0:
-		return &FieldError{Field: "hits", Rule: msgNotNegative}
+		return &FieldError{Field: "hits", Message: MsgNotNegative}
 	case r.Window < 0:
-		return &FieldError{Field: "window", Rule: msgNotNegative}
+		return &FieldError{Field: "window", Message: MsgNotNegative}
 	case len(r.Namespace) > MaxNamespaceLen:
-		return &FieldError{Field: "rule", Rule: fmt.Sprintf("must be at most %d bytes", MaxNamespaceLen)}
+		return &FieldError{Field: "rule", Message: msgNamespaceLen}
 	}
 	return nil
 }
@@ -245,7 +251,11 @@ func (r *Policy) burst() int64 {
 // emission returns the GCRA emission interval in ns: one token per
 // Scale/Limit, rounded up so that the rate is never exceeded. limit > 0.
 func emission(scale time.Duration, limit int64) int64 {
-	return (int64(scale) + limit - 1) / limit
+	e := int64(scale) / limit // not (scale+limit-1)/limit, which overflows for a huge limit
+	if int64(scale)%limit != 0 {
+		e++
+	}
+	return e
 }
 
 // fitsRefill reports whether burst × emission is at most MaxScale.

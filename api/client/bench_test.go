@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -19,8 +21,8 @@ import (
 // goroutines: ad hoc and allowed every time (a limit no run reaches), by
 // rule, and a peek.
 func BenchmarkCheck(b *testing.B) {
-	store := newStore(b, rules.Rule{Name: "api", Policy: table.Policy{Scale: longScale, Limit: 1 << 60}})
-	srv := startServer(b, startSystem(b), api.Options{Rules: store})
+	store := apitest.NewStore(b, rules.Rule{Name: "api", Policy: table.Policy{Scale: longScale, Limit: 1 << 60}})
+	srv := apitest.StartServer(b, actorstest.StartSystem(b), httpapi.Options{Rules: store})
 	c := newClient(b, client.Options{BaseURL: srv.URL})
 	ctx := context.Background()
 	adHoc := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1 << 60}}

@@ -161,8 +161,8 @@ func (c *Client) RefundWindow(ctx context.Context, id string, l Limit, hits, win
 	return d, err
 }
 
-// ruleUTF8 is the rule of an id that is not valid UTF-8, in the service's words.
-const ruleUTF8 = "must be valid UTF-8"
+// msgUTF8 is what an id that is not valid UTF-8 breaks, in the service's words (table.MsgUTF8).
+const msgUTF8 = "must be valid UTF-8"
 
 // invalid returns the ErrInvalid error of a request refused before it was
 // sent.
@@ -195,7 +195,7 @@ func (c *Client) single(reqCtx, callerCtx context.Context, url, op, id string, l
 		return Decision{}, 0, ErrClosed
 	}
 	if !utf8.ValidString(id) {
-		return Decision{}, 0, invalid(op, "id", ruleUTF8)
+		return Decision{}, 0, invalid(op, "id", msgUTF8)
 	}
 	bp := c.getBuf()
 	defer c.putBuf(bp)
@@ -244,7 +244,7 @@ func (c *Client) CheckAll(ctx context.Context, checks []Check) ([]Decision, bool
 	}
 	for i := range checks {
 		if !utf8.ValidString(checks[i].ID) {
-			return nil, false, invalid(opCheckAll, "checks["+strconv.Itoa(i)+"].id", ruleUTF8)
+			return nil, false, invalid(opCheckAll, "checks["+strconv.Itoa(i)+"].id", msgUTF8)
 		}
 	}
 	body := make([]byte, 0, 128*len(checks))

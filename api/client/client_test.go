@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -108,8 +110,8 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			sys, clk := startClocked(t)
-			c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{}).URL})
+			sys, clk := actorstest.StartClocked(t)
+			c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{}).URL})
 			for i, s := range tt.steps {
 				clk.Advance(s.advance)
 				got, err := c.Check(context.Background(), "alice", tt.limit, s.hits)
@@ -127,7 +129,7 @@ func TestCheck(t *testing.T) {
 // TestCheckDenyStatus429 reads a denial from a service that answers 429.
 func TestCheckDenyStatus429(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{DenyStatus: http.StatusTooManyRequests})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{DenyStatus: http.StatusTooManyRequests})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1}}
 	for i, want := range []bool{true, false} {
@@ -140,12 +142,12 @@ func TestCheckDenyStatus429(t *testing.T) {
 
 func TestCheckRule(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t)
-	store := newStore(t,
+	sys, _ := actorstest.StartClocked(t)
+	store := apitest.NewStore(t,
 		rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}},
 		rules.Rule{Name: "watch", Policy: table.Policy{Scale: time.Minute, Limit: 1}, Shadow: true},
 	)
-	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{Rules: store}).URL})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{Rules: store}).URL})
 	ctx := context.Background()
 	login, watch := client.Limit{Rule: "login"}, client.Limit{Rule: "watch"}
 	minute := time.Minute
@@ -178,9 +180,9 @@ func TestCheckRule(t *testing.T) {
 
 func TestCheckAll(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t)
-	store := newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 5}})
-	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{Rules: store}).URL})
+	sys, _ := actorstest.StartClocked(t)
+	store := apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 5}})
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{Rules: store}).URL})
 	ctx := context.Background()
 	perMinute := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 1}}
 	perDay := client.Limit{Policy: client.Policy{Scale: 24 * time.Hour, Limit: 10}}
@@ -221,8 +223,8 @@ func TestCheckAll(t *testing.T) {
 
 func TestRefund(t *testing.T) {
 	t.Parallel()
-	sys, _ := startClocked(t)
-	c := newClient(t, client.Options{BaseURL: startServer(t, sys, api.Options{}).URL})
+	sys, _ := actorstest.StartClocked(t)
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{}).URL})
 	ctx := context.Background()
 	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
 	if _, err := c.Check(ctx, "carol", l, 4); err != nil {
@@ -250,8 +252,8 @@ func TestRefund(t *testing.T) {
 // wrapping a FieldError that names the field, under either policy.
 func TestInvalid(t *testing.T) {
 	t.Parallel()
-	store := newStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})
-	srv := startServer(t, startSystem(t), api.Options{Rules: store})
+	store := apitest.NewStore(t, rules.Rule{Name: "login", Policy: table.Policy{Scale: time.Minute, Limit: 2}})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{Rules: store})
 	ok := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 10}}
 	type call func(ctx context.Context, c *client.Client) error
 	check := func(id string, l client.Limit, hits int64) call {
@@ -323,7 +325,7 @@ func TestEncoding(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var gotID, gotRule, gotBody string
-	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		q := r.URL.Query()
@@ -373,7 +375,7 @@ func TestEncoding(t *testing.T) {
 // an HTTPClient of the caller's.
 func TestBaseURL(t *testing.T) {
 	t.Parallel()
-	h, err := api.NewHandler(startSystem(t), api.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(t), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +384,7 @@ func TestBaseURL(t *testing.T) {
 		start func(t *testing.T) client.Options
 	}{
 		{"path prefix", func(t *testing.T) client.Options {
-			srv := serve(t, http.StripPrefix("/rl", h))
+			srv := apitest.Serve(t, http.StripPrefix("/rl", h))
 			return client.Options{BaseURL: srv.URL + "/rl/"}
 		}},
 		{"tls", func(t *testing.T) client.Options {
@@ -403,5 +405,51 @@ func TestBaseURL(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReserveCancel: Cancel gives the hits back in the window they were
+// counted in, and nothing once that window is over.
+func TestReserveCancel(t *testing.T) {
+	t.Parallel()
+	sys, clk := actorstest.StartClocked(t)
+	c := newClient(t, client.Options{BaseURL: apitest.StartServer(t, sys, httpapi.Options{}).URL})
+	ctx := context.Background()
+	l := client.Limit{Policy: client.Policy{Scale: time.Minute, Limit: 5}}
+
+	r, err := c.Reserve(ctx, "dave", l, 4)
+	if err != nil || !r.Allowed || r.Count != 4 {
+		t.Fatalf("reserve 4: got %+v, %v", r, err)
+	}
+	if want := actorstest.ClockStart().UnixMilli(); r.Window != want {
+		t.Fatalf("reserve: got window %d, want the window's start %d", r.Window, want)
+	}
+	d, err := r.Cancel(ctx)
+	if err != nil || d.Count != 0 || d.Remaining != 5 {
+		t.Fatalf("cancel in the same window: got %+v, %v, want count 0", d, err)
+	}
+
+	r, err = c.Reserve(ctx, "dave", l, 5)
+	if err != nil || !r.Allowed {
+		t.Fatalf("reserve 5: got %+v, %v", r, err)
+	}
+	clk.Advance(time.Minute) // the window is over
+	if _, err := c.Check(ctx, "dave", l, 5); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := r.Cancel(ctx); err != nil || d.Count != 5 || d.Allowed {
+		t.Fatalf("cancel after the window ended: got %+v, %v, want the new window untouched (count 5, full)", d, err)
+	}
+
+	// A denial reserves nothing: Cancel sends nothing.
+	r, err = c.Reserve(ctx, "dave", l, 1)
+	if err != nil || r.Allowed || r.Window != 0 {
+		t.Fatalf("reserve in a full window: got %+v, %v, want denied with no window", r, err)
+	}
+	if d, err := r.Cancel(ctx); err != nil || d != (client.Decision{}) {
+		t.Fatalf("cancel of a denial: got %+v, %v, want nothing", d, err)
+	}
+	if _, err := c.RefundWindow(ctx, "dave", l, 1, -1); err == nil {
+		t.Fatalf("RefundWindow with a negative window: got no error")
 	}
 }

@@ -10,15 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
 )
 
 // countingServer serves the api handler of a fresh system and counts the
 // connections it accepts.
 func countingServer(t testing.TB) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
-	h, err := api.NewHandler(startSystem(t), api.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(t), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,28 +8,18 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
 )
 
 // Example checks a limit of two hits per hour on a ratelimitd served in
 // process, gives one hit back, and checks again.
 func Example() {
 	ctx := context.Background()
-	// A ratelimitd: an actor system served by the api handler.
-	sys, err := actors.Start(ctx, actors.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer sys.Stop(ctx)
-	h, err := api.NewHandler(sys, api.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	url, stop := service(ctx)
+	defer stop()
 
-	c, err := client.New(client.Options{BaseURL: srv.URL})
+	c, err := client.New(client.Options{BaseURL: url})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -63,19 +53,10 @@ func Example() {
 // dropped.
 func ExampleClient_Wait() {
 	ctx := context.Background()
-	sys, err := actors.Start(ctx, actors.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer sys.Stop(ctx)
-	h, err := api.NewHandler(sys, api.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	url, stop := service(ctx)
+	defer stop()
 
-	c, err := client.New(client.Options{BaseURL: srv.URL, Failure: client.FailClosed})
+	c, err := client.New(client.Options{BaseURL: url, Failure: client.FailClosed})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -94,4 +75,23 @@ func ExampleClient_Wait() {
 	fmt.Println("10 jobs, at least 90ms:", time.Since(begin) >= 90*time.Millisecond)
 	// Output:
 	// 10 jobs, at least 90ms: true
+}
+
+// service serves a ratelimitd in process for the examples, an actor
+// system behind the check_rate handler, and returns its URL and what
+// stops it.
+func service(ctx context.Context) (url string, stop func()) {
+	sys, err := actors.Start(ctx, actors.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := httpapi.NewHandler(sys, httpapi.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	return srv.URL, func() {
+		srv.Close()
+		_ = sys.Stop(ctx)
+	}
 }

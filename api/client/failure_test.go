@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 )
 
 // outage is a way for the service to be unavailable: the URL of a server
@@ -27,7 +29,7 @@ type outage struct {
 // status, header Retry-After retry (if not empty) and body.
 func answering(name string, status int, retry, body string) outage {
 	return outage{name, func(t testing.TB) string {
-		return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if retry != "" {
 				w.Header().Set("Retry-After", retry)
 			}
@@ -94,12 +96,12 @@ func TestUnavailable(t *testing.T) {
 // when it ends, however many calls fail meanwhile.
 func TestOutageLogged(t *testing.T) {
 	t.Parallel()
-	h, err := api.NewHandler(startSystem(t), api.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(t), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var down atomic.Bool
-	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, 503, `{"error":"the rate limiter is temporarily unavailable; retry","field":""}`)
@@ -144,7 +146,7 @@ func TestOutageLogged(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	t.Parallel()
 	stop := make(chan struct{})
-	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-stop:
@@ -186,7 +188,7 @@ func TestTimeout(t *testing.T) {
 // later call returns ErrClosed.
 func TestClose(t *testing.T) {
 	t.Parallel()
-	h, err := api.NewHandler(startSystem(t), api.Options{})
+	h, err := httpapi.NewHandler(actorstest.StartSystem(t), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +237,7 @@ func TestClose(t *testing.T) {
 // gets a decision or ErrClosed, and nothing races.
 func TestCloseConcurrent(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 1 << 40}}
 	var wg sync.WaitGroup
@@ -269,7 +271,7 @@ func TestCloseConcurrent(t *testing.T) {
 // Wait under FailClosed retries until its context ends.
 func TestServerStopped(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	ctx := context.Background()
 	l := client.Limit{Policy: client.Policy{Scale: longScale, Limit: 100}}
 	clk, waitCtx := newFakeClock(t, 10*time.Second)

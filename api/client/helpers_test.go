@@ -4,85 +4,18 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
-	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/client"
-	"github.com/ratelimitd/ratelimitd/api/rules"
 )
-
-// clockStart is where manual clocks start: on a whole hour, so that every
-// window of a whole number of seconds up to an hour starts there.
-func clockStart() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // longScale is a window no test run sees end (about once a year).
 const longScale = 8784 * time.Hour
-
-// startSystem starts a real actor system on the system clock, stopped when
-// the test ends.
-func startSystem(t testing.TB) *actors.System {
-	t.Helper()
-	return start(t, actors.Config{})
-}
-
-// startClocked starts a real actor system of one shard on a manual clock
-// reading clockStart, without sweeps; stopped when the test ends.
-func startClocked(t testing.TB) (*actors.System, *clocktest.Manual) {
-	t.Helper()
-	clk := clocktest.New(clockStart())
-	return start(t, actors.Config{Clock: clk, Shards: 1, SweepInterval: -1}), clk
-}
-
-func start(t testing.TB, cfg actors.Config) *actors.System {
-	t.Helper()
-	sys, err := actors.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("actors.Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := sys.Stop(context.Background()); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	return sys
-}
-
-// startServer serves api.NewHandler(c, opts) on a loopback listener,
-// closed when the test ends.
-func startServer(t testing.TB, c api.Checker, opts api.Options) *httptest.Server {
-	t.Helper()
-	h, err := api.NewHandler(c, opts)
-	if err != nil {
-		t.Fatalf("NewHandler: %v", err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-// serve serves h on a loopback listener, closed when the test ends.
-func serve(t testing.TB, h http.Handler) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-// newStore returns a rules store holding rs.
-func newStore(t testing.TB, rs ...rules.Rule) *rules.Store {
-	t.Helper()
-	st, err := rules.NewStore(rs)
-	if err != nil {
-		t.Fatalf("rules.NewStore: %v", err)
-	}
-	return st
-}
 
 // newClient returns a client of opts, closed when the test ends. A zero
 // Timeout becomes a minute: on a loaded machine a request can take longer
@@ -139,7 +72,7 @@ var _ client.Clock = (*fakeClock)(nil)
 func newFakeClock(t testing.TB, budget time.Duration) (*fakeClock, context.Context) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	return &fakeClock{now: clockStart(), budget: budget, cancel: cancel}, ctx
+	return &fakeClock{now: actorstest.ClockStart(), budget: budget, cancel: cancel}, ctx
 }
 
 func (f *fakeClock) Now() time.Time {

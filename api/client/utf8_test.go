@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 )
 
 // TestIDNotUTF8: Check, Refund, Wait and CheckAll refuse an id that is not
@@ -17,7 +18,7 @@ import (
 func TestIDNotUTF8(t *testing.T) {
 	t.Parallel()
 	var requests atomic.Int64
-	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		writeJSON(w, 200, decisionJSON)
 	}))

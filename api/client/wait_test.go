@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/client"
+	"github.com/ratelimitd/ratelimitd/api/httpapi"
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 )
 
 // TestWaitPacing paces 2,000 sequential Waits with a leaky bucket of 500
@@ -23,8 +25,8 @@ func TestWaitPacing(t *testing.T) {
 		n    = 2000
 		rate = 500
 	)
-	sys, clk := startClocked(t)
-	srv := startServer(t, sys, api.Options{})
+	sys, clk := actorstest.StartClocked(t)
+	srv := apitest.StartServer(t, sys, httpapi.Options{})
 	c := newClient(t, client.Options{BaseURL: srv.URL, Clock: manualClock{clk}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -61,7 +63,7 @@ func TestWaitPacing(t *testing.T) {
 	}
 	for s, k := range perSecond {
 		if k > rate+1 {
-			t.Errorf("second %d: got %d admissions, want at most %d", s-clockStart().Unix(), k, rate+1)
+			t.Errorf("second %d: got %d admissions, want at most %d", s-actorstest.ClockStart().Unix(), k, rate+1)
 		}
 	}
 }
@@ -71,7 +73,7 @@ func TestWaitPacing(t *testing.T) {
 // hits are admitted in order, and the pace holds (at least 99 ms for 100).
 func TestWaitRealTime(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, startSystem(t), api.Options{})
+	srv := apitest.StartServer(t, actorstest.StartSystem(t), httpapi.Options{})
 	c := newClient(t, client.Options{BaseURL: srv.URL})
 	tests := []struct {
 		name    string
@@ -198,7 +200,7 @@ func TestWaitRetryAfter(t *testing.T) {
 			t.Parallel()
 			var calls atomic.Int64
 			clk, ctx := newFakeClock(t, 0)
-			srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if calls.Add(1) > 2 {
 					writeJSON(w, 200, decisionJSON)
 					return
@@ -247,7 +249,7 @@ func TestWaitContext(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			arrived, release := make(chan struct{}), make(chan struct{})
-			srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				close(arrived)
 				<-release
 				writeJSON(w, tt.status, tt.answer)
@@ -272,7 +274,7 @@ func TestWaitContext(t *testing.T) {
 	t.Run("ended before", func(t *testing.T) {
 		t.Parallel()
 		var calls atomic.Int64
-		srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			writeJSON(w, 200, decisionJSON)
 		}))

@@ -528,7 +528,7 @@ func (p *parser) rateLimit(n *yamlconf.Node, path string) (*Limit, error) {
 			if l.Algorithm, err = table.ParseAlgorithm(s); err != nil {
 				var fe *table.FieldError
 				errors.As(err, &fe)
-				return nil, an.Errorf(at("algorithm"), "%s", fe.Rule)
+				return nil, an.Errorf(at("algorithm"), "%s", fe.Message)
 			}
 		}
 		if bn, ok := f["burst"]; ok {
@@ -541,7 +541,7 @@ func (p *parser) rateLimit(n *yamlconf.Node, path string) (*Limit, error) {
 			if err := pol.Validate(); err != nil {
 				var fe *table.FieldError
 				errors.As(err, &fe)
-				return nil, bn.Errorf(at("burst"), "%s", fe.Rule)
+				return nil, bn.Errorf(at("burst"), "%s", fe.Message)
 			}
 		}
 	}

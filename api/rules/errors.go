@@ -27,11 +27,11 @@ var (
 )
 
 // Error is a validation error: it names the rule and the field at fault and
-// the rule the field broke. It matches ErrInvalid with errors.Is.
+// says what the field must be. It matches ErrInvalid with errors.Is.
 //
 // Its message has the form
 //
-//	[line L: ][rules[I] ["NAME"]: | rule "NAME": ][FIELD: ]RULE
+//	[line L: ][rules[I] ["NAME"]: | rule "NAME": ][FIELD: ]MESSAGE
 //
 // for example
 //
@@ -53,8 +53,8 @@ type Error struct {
 	// ("match.bogus"). Empty when no field applies (a YAML syntax error, a rule
 	// that is not a mapping).
 	Field string
-	// Rule says what is wrong, e.g. "is required" or "must not be negative".
-	Rule string
+	// Message says what is wrong, e.g. "is required" or "must not be negative".
+	Message string
 	// Line is the 1-based line in the YAML input where the fault is, when
 	// known (Parse, LoadFile); 0 otherwise.
 	Line int
@@ -87,7 +87,7 @@ func (e *Error) Error() string {
 		b.WriteString(e.Field)
 		b.WriteString(": ")
 	}
-	b.WriteString(e.Rule)
+	b.WriteString(e.Message)
 	return b.String()
 }
 

@@ -29,8 +29,8 @@ func checkError(t *testing.T, err error, want Error) {
 	if want.Line != 0 && got.Line != want.Line {
 		t.Errorf("got Line %d (%v), want %d", got.Line, err, want.Line)
 	}
-	if got.Rule == "" {
-		t.Errorf("got an empty Rule in %v, want the rule broken", err)
+	if got.Message == "" {
+		t.Errorf("got an empty Message in %v, want what the field must be", err)
 	}
 }
 

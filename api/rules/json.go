@@ -5,28 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-
-	"github.com/ratelimitd/ratelimitd/table"
+	"time"
 )
-
-// jsonRule is the JSON form of a Rule, as MarshalJSON writes it.
-type jsonRule struct {
-	Name      string     `json:"name"`
-	Algorithm string     `json:"algorithm"`
-	Scale     string     `json:"scale"`
-	Limit     int64      `json:"limit"`
-	Burst     int64      `json:"burst"`
-	Shadow    bool       `json:"shadow"`
-	Key       string     `json:"key,omitempty"`
-	Match     *jsonMatch `json:"match,omitempty"`
-}
-
-// jsonMatch is the JSON form of a Match.
-type jsonMatch struct {
-	Prefix string `json:"prefix"`
-	Method string `json:"method,omitempty"`
-	Host   string `json:"host,omitempty"`
-}
 
 // MarshalJSON encodes r as a JSON object with the field names of the rules
 // file, for example
@@ -36,22 +16,7 @@ type jsonMatch struct {
 //
 // algorithm is the wire name, scale a Go duration string; match is left out
 // when zero, and its method and host when empty.
-func (r Rule) MarshalJSON() ([]byte, error) {
-	j := jsonRule{
-		Name:      r.Name,
-		Algorithm: r.Algorithm.String(),
-		Scale:     formatScale(r.Scale),
-		Limit:     r.Limit,
-		Burst:     r.Burst,
-		Shadow:    r.Shadow,
-		Key:       r.Key,
-	}
-	if !r.Match.IsZero() {
-		m := jsonMatch(r.Match)
-		j.Match = &m
-	}
-	return json.Marshal(j)
-}
+func (r Rule) MarshalJSON() ([]byte, error) { return json.Marshal(encode(r)) }
 
 // UnmarshalJSON decodes a JSON object in the form MarshalJSON writes, and
 // validates the rule as Rule.Validate does, storing it in canonical form.
@@ -66,117 +31,66 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return &Error{Index: -1, Rule: "must be a JSON object"}
-	}
-	var out Rule
-	if s, ok := jsonString(raw["name"]); ok {
-		out.Name = s
-	}
-	fail := func(field, rule string) *Error {
-		return &Error{Index: -1, Name: out.Name, Field: field, Rule: rule}
+		return &Error{Index: -1, Message: "must be a JSON object"}
 	}
 	if k := unknownKey(raw, ruleKeys); k != "" {
-		return fail(k, ruleUnknown)
+		name, _ := jsonString(raw["name"])
+		return &Error{Index: -1, Name: name, Field: k, Message: msgUnknown}
 	}
-	present := func(m map[string]json.RawMessage, key string) bool {
-		v, ok := m[key]
-		return ok && string(v) != "null"
-	}
-
-	if !present(raw, "name") {
-		return fail("name", ruleRequired)
-	}
-	if _, ok := jsonString(raw["name"]); !ok {
-		return fail("name", ruleString)
-	}
-	if present(raw, "algorithm") {
-		s, ok := jsonString(raw["algorithm"])
-		if !ok {
-			return fail("algorithm", ruleString)
-		}
-		a, err := table.ParseAlgorithm(s)
-		if err != nil {
-			return fail("algorithm", algorithmRule(err))
-		}
-		out.Algorithm = a
-	}
-	if !present(raw, "scale") {
-		return fail("scale", ruleRequired)
-	}
-	var msg string
-	if s, ok := jsonString(raw["scale"]); ok {
-		out.Scale, msg = parseScaleString(s)
-	} else if ms, err := strconv.ParseInt(string(raw["scale"]), 10, 64); err == nil {
-		out.Scale, msg = scaleFromMillis(ms)
-	} else {
-		msg = ruleScaleForm
-	}
-	if msg != "" {
-		return fail("scale", msg)
-	}
-	if !present(raw, "limit") {
-		return fail("limit", ruleRequired)
-	}
-	var err error
-	if out.Limit, err = strconv.ParseInt(string(raw["limit"]), 10, 64); err != nil {
-		return fail("limit", ruleInteger)
-	}
-	if present(raw, "burst") {
-		if out.Burst, err = strconv.ParseInt(string(raw["burst"]), 10, 64); err != nil {
-			return fail("burst", ruleInteger)
-		}
-	}
-	if present(raw, "shadow") {
-		switch string(raw["shadow"]) {
-		case "true":
-			out.Shadow = true
-		case "false":
-		default:
-			return fail("shadow", ruleBool)
-		}
-	}
-	if present(raw, "key") {
-		k, ok := jsonString(raw["key"])
-		if !ok {
-			return fail("key", ruleString)
-		}
-		out.Key = k
-	}
-	if present(raw, "match") {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw["match"], &m); err != nil {
-			return fail("match", "must be a JSON object with prefix and optionally method and host")
-		}
-		if k := unknownKey(m, matchKeys); k != "" {
-			return fail("match."+k, ruleUnknown)
-		}
-		for _, key := range matchKeys {
-			if !present(m, key) {
-				continue
-			}
-			s, ok := jsonString(m[key])
-			if !ok {
-				return fail("match."+key, ruleString)
-			}
-			switch key {
-			case "prefix":
-				out.Match.Prefix = s
-			case "method":
-				out.Match.Method = s
-			case "host":
-				out.Match.Host = s
-			}
-		}
-		if out.Match.Prefix == "" {
-			return fail("match.prefix", ruleRequired)
-		}
-	}
-	if e := out.check(); e != nil {
+	out, e := buildRule(jsonFields(raw), -1, "a JSON object")
+	if e != nil {
 		return e
 	}
-	*r = out.normalize()
+	*r = out
 	return nil
 }
+
+// jsonFields is a JSON object, a rule or its match, for buildRule.
+type jsonFields map[string]json.RawMessage
+
+func (j jsonFields) has(key string) bool { v, ok := j[key]; return ok && string(v) != "null" }
+
+func (j jsonFields) scalar(key string) (string, bool) { return jsonString(j[key]) }
+
+func (j jsonFields) text(key string) (string, bool) { return jsonString(j[key]) }
+
+func (j jsonFields) integer(key string) (int64, bool) {
+	n, err := strconv.ParseInt(string(j[key]), 10, 64)
+	return n, err == nil
+}
+
+func (j jsonFields) boolean(key string) (bool, bool) {
+	switch string(j[key]) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+func (j jsonFields) scale(key string) (time.Duration, string) {
+	if s, ok := jsonString(j[key]); ok {
+		return parseScaleString(s)
+	}
+	if ms, err := strconv.ParseInt(string(j[key]), 10, 64); err == nil {
+		return scaleFromMillis(ms)
+	}
+	return 0, msgScaleForm
+}
+
+func (j jsonFields) sub(key string, known []string, fail failFunc) (fields, bool, *Error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(j[key], &m); err != nil {
+		return nil, false, nil
+	}
+	if k := unknownKey(m, known); k != "" {
+		return nil, true, fail(key+"."+k, msgUnknown, 0)
+	}
+	return jsonFields(m), true, nil
+}
+
+func (j jsonFields) line(string) int { return 0 }
 
 // jsonString decodes a JSON string.
 func jsonString(v json.RawMessage) (string, bool) {

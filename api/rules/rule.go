@@ -23,27 +23,21 @@ const (
 	MaxHostLen = 261
 )
 
-// The rules a field can break, as written in Error.Rule.
+// What a field must be, as written in Error.Message, besides the table's
+// rules (table.MsgRequired, table.MsgScaleRange and the others).
 const (
-	ruleRequired  = "is required"
-	ruleNegative  = "must not be negative"
-	ruleName      = "must be 1 to 64 characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit"
-	ruleWholeMs   = "must be a whole number of milliseconds"
-	ruleScaleForm = `must be a duration such as "30s" or an integer number of milliseconds`
-	ruleInteger   = "must be an integer between 0 and 9223372036854775807"
-	ruleBool      = "must be true or false"
-	ruleString    = "must be a string"
-	ruleUnknown   = "is not a known field"
-	rulePrefix    = `must start with "/"`
-	rulePrefixLen = "must be at most 1024 bytes"
-	rulePrefixChr = "must be valid UTF-8 without spaces, control characters, '?' or '#'"
-	ruleMethod    = "must be an HTTP method token of at most 32 characters, such as GET or POST"
-	ruleHost      = "must be a host name or IP address, optionally with a port"
+	msgName      = "must be 1 to 64 characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit"
+	msgScaleForm = `must be a duration such as "30s" or an integer number of milliseconds`
+	msgInteger   = "must be an integer between 0 and 9223372036854775807"
+	msgBool      = "must be true or false"
+	msgString    = "must be a string"
+	msgUnknown   = "is not a known field"
+	msgPrefix    = `must start with "/"`
+	msgPrefixLen = "must be at most 1024 bytes"
+	msgPrefixChr = "must be valid UTF-8 without spaces, control characters, '?' or '#'"
+	msgMethod    = "must be an HTTP method token of at most 32 characters, such as GET or POST"
+	msgHost      = "must be a host name or IP address, optionally with a port"
 )
-
-// ruleScaleRange is the range rule of scale, the same wording as
-// table.Request.Validate's.
-var ruleScaleRange = "must be between " + table.MinScale.String() + " and " + table.MaxScale.String()
 
 // Match selects the requests a rule applies to. The zero Match selects no
 // request: the rule is then used only by name (?rule=NAME).
@@ -95,10 +89,10 @@ const (
 // MaxKeyNameLen is the longest header or query parameter name in a Key.
 const MaxKeyNameLen = 128
 
-// ruleKey is the rule of the key field.
-const ruleKey = `must be "ip", "user", "header:NAME" or "query:NAME" (a name of 1 to 128 token characters)`
+// msgKey is what the key field must be.
+const msgKey = `must be "ip", "user", "header:NAME" or "query:NAME" (a name of 1 to 128 token characters)`
 
-// checkKey returns the rule key breaks, or "".
+// checkKey returns what key breaks, or "".
 func checkKey(key string) string {
 	switch key {
 	case "", KeyIP, KeyUser:
@@ -109,7 +103,7 @@ func checkKey(key string) string {
 		name, ok = strings.CutPrefix(key, KeyQuery)
 	}
 	if !ok || name == "" || len(name) > MaxKeyNameLen || !validMethod(name) {
-		return ruleKey
+		return msgKey
 	}
 	return ""
 }
@@ -129,8 +123,8 @@ func (r Rule) Validate() error {
 
 // check is Validate with a concrete result type.
 func (r Rule) check() *Error {
-	fail := func(field, rule string) *Error {
-		return &Error{Index: -1, Name: r.Name, Field: field, Rule: rule}
+	fail := func(field, msg string) *Error {
+		return &Error{Index: -1, Name: r.Name, Field: field, Message: msg}
 	}
 	if msg := checkName(r.Name); msg != "" {
 		return fail("name", msg)
@@ -140,13 +134,13 @@ func (r Rule) check() *Error {
 	}
 	switch {
 	case r.Scale < table.MinScale || r.Scale > table.MaxScale:
-		return fail("scale", ruleScaleRange)
+		return fail("scale", table.MsgScaleRange)
 	case r.Scale%time.Millisecond != 0:
-		return fail("scale", ruleWholeMs)
+		return fail("scale", table.MsgScaleMs)
 	case r.Limit < 0:
-		return fail("limit", ruleNegative)
+		return fail("limit", table.MsgNotNegative)
 	case r.Burst < 0:
-		return fail("burst", ruleNegative)
+		return fail("burst", table.MsgNotNegative)
 	}
 	if msg := checkKey(r.Key); msg != "" {
 		return fail("key", msg)
@@ -158,10 +152,10 @@ func (r Rule) check() *Error {
 		return fail("match.prefix", msg)
 	}
 	if r.Match.Method != "" && !validMethod(r.Match.Method) {
-		return fail("match.method", ruleMethod)
+		return fail("match.method", msgMethod)
 	}
 	if r.Match.Host != "" && !validHost(r.Match.Host) {
-		return fail("match.host", ruleHost)
+		return fail("match.host", msgHost)
 	}
 	return nil
 }
@@ -173,17 +167,17 @@ func (r Rule) normalize() Rule {
 	return r
 }
 
-// checkName returns the rule name breaks, or "".
+// checkName returns what name breaks, or "".
 func checkName(name string) string {
 	if name == "" {
-		return ruleRequired
+		return table.MsgRequired
 	}
 	if len(name) > MaxNameLen || !isLowerAlnum(name[0]) {
-		return ruleName
+		return msgName
 	}
 	for i := 1; i < len(name); i++ {
 		if c := name[i]; !isLowerAlnum(c) && c != '_' && c != '.' && c != '-' {
-			return ruleName
+			return msgName
 		}
 	}
 	return ""
@@ -191,12 +185,12 @@ func checkName(name string) string {
 
 func isLowerAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 
-// checkAlgorithm returns the rule a breaks, or "". It asks table.ParseAlgorithm,
+// checkAlgorithm returns what a breaks, or "". It asks table.ParseAlgorithm,
 // so that algorithms added there are accepted here.
 func checkAlgorithm(a table.Algorithm) string {
 	b, err := table.ParseAlgorithm(a.String())
 	if err != nil {
-		return algorithmRule(err)
+		return algorithmMsg(err)
 	}
 	if b != a {
 		return "is not a known algorithm"
@@ -204,30 +198,30 @@ func checkAlgorithm(a table.Algorithm) string {
 	return ""
 }
 
-// algorithmRule returns the rule in an error of table.ParseAlgorithm.
-func algorithmRule(err error) string {
+// algorithmMsg returns the message of an error of table.ParseAlgorithm.
+func algorithmMsg(err error) string {
 	var fe *table.FieldError
 	if errors.As(err, &fe) {
-		return fe.Rule
+		return fe.Message
 	}
 	return err.Error()
 }
 
-// checkPrefix returns the rule p breaks, or "".
+// checkPrefix returns what p breaks, or "".
 func checkPrefix(p string) string {
 	switch {
 	case p == "":
-		return ruleRequired
+		return table.MsgRequired
 	case p[0] != '/':
-		return rulePrefix
+		return msgPrefix
 	case len(p) > MaxPrefixLen:
-		return rulePrefixLen
+		return msgPrefixLen
 	case !utf8.ValidString(p):
-		return rulePrefixChr
+		return msgPrefixChr
 	}
 	for i := 0; i < len(p); i++ {
 		if c := p[i]; c <= ' ' || c == 0x7f || c == '?' || c == '#' {
-			return rulePrefixChr
+			return msgPrefixChr
 		}
 	}
 	return ""
@@ -364,13 +358,13 @@ func parseScaleString(s string) (time.Duration, string) {
 	if s != "" && strings.Trim(s, "0123456789") == "" {
 		ms, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return 0, ruleScaleRange
+			return 0, table.MsgScaleRange
 		}
 		return scaleFromMillis(ms)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, ruleScaleForm
+		return 0, msgScaleForm
 	}
 	return d, ""
 }
@@ -380,7 +374,7 @@ func parseScaleString(s string) (time.Duration, string) {
 // overflow.
 func scaleFromMillis(ms int64) (time.Duration, string) {
 	if ms < 1 || ms > int64(table.MaxScale/time.Millisecond) {
-		return 0, ruleScaleRange
+		return 0, table.MsgScaleRange
 	}
 	return time.Duration(ms) * time.Millisecond, ""
 }

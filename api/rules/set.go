@@ -16,6 +16,9 @@ type Set struct {
 	// with that prefix, most specific first (see Set.Match).
 	byPrefix map[string][]int32
 	lens     []int // the distinct lengths of the keys of byPrefix, longest first
+	// policyErrs holds, by index into rules, the table.Policy.Validate
+	// error of each rule whose policy the table cannot take; nil when none.
+	policyErrs map[int32]error
 }
 
 // NewSet validates rules and returns them as a Set of the given version.
@@ -85,13 +88,13 @@ func (c *checker) add(i int, r Rule) *Error {
 		index = -1
 	}
 	if j, ok := c.names[r.Name]; ok {
-		return &Error{Index: index, Name: r.Name, Field: "name", Rule: "is already the name of " + ruleRef(c.indexed, j, r.Name)}
+		return &Error{Index: index, Name: r.Name, Field: "name", Message: "is already the name of " + ruleRef(c.indexed, j, r.Name)}
 	}
 	c.names[r.Name] = len(c.rules)
 	if !r.Match.IsZero() {
 		k := matchKey{lowerASCII(r.Match.Prefix), r.Match.Method, r.Match.Host}
 		if j, ok := c.matches[k]; ok {
-			return &Error{Index: index, Name: r.Name, Field: "match", Rule: "has the same prefix, method and host as " + ruleRef(c.indexed, j, c.rules[j].Name)}
+			return &Error{Index: index, Name: r.Name, Field: "match", Message: "has the same prefix, method and host as " + ruleRef(c.indexed, j, c.rules[j].Name)}
 		}
 		c.matches[k] = len(c.rules)
 	}
@@ -115,6 +118,12 @@ func build(norm []Rule, version uint64, sorted bool) *Set {
 	var urls []int32                  // the indexes of the rules with a Match
 	for i, r := range norm {
 		s.byName[r.Name] = int32(i)
+		if err := r.Policy.Validate(); err != nil {
+			if s.policyErrs == nil {
+				s.policyErrs = make(map[int32]error)
+			}
+			s.policyErrs[int32(i)] = err
+		}
 		if !r.Match.IsZero() {
 			keys[i] = lowerASCII(r.Match.Prefix)
 			urls = append(urls, int32(i))
@@ -175,6 +184,19 @@ func (s *Set) Get(name string) (Rule, bool) {
 		return Rule{}, false
 	}
 	return s.rules[i], true
+}
+
+// Lookup is Get that also returns, for a rule whose policy the table
+// cannot take, the error of table.Policy.Validate: a rule can pass
+// Rule.Validate and still ask for a refill time (burst × scale/limit) over
+// table.MaxScale, which only a check by it can report. Each rule's policy
+// is validated once, when the Set is built.
+func (s *Set) Lookup(name string) (Rule, bool, error) {
+	i, ok := s.byName[name]
+	if !ok {
+		return Rule{}, false, nil
+	}
+	return s.rules[i], true, s.policyErrs[i]
 }
 
 // Rules returns a copy of the rules of s, in canonical form, sorted by name.

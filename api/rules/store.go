@@ -109,7 +109,7 @@ func (st *Store) Put(r Rule) (*Set, error) {
 	if !r.Match.IsZero() {
 		for _, old := range cur.rules {
 			if old.Name != r.Name && sameMatch(old.Match, r.Match) {
-				return nil, &Error{Index: -1, Name: r.Name, Field: "match", Rule: "has the same prefix, method and host as " + ruleRef(false, -1, old.Name)}
+				return nil, &Error{Index: -1, Name: r.Name, Field: "match", Message: "has the same prefix, method and host as " + ruleRef(false, -1, old.Name)}
 			}
 		}
 	}

@@ -91,7 +91,7 @@ func parseFile(data []byte) ([]Rule, error) {
 			}
 		}
 	}
-	return nil, &Error{Index: -1, Field: "rules", Rule: `the file holds no rule; a file meant to remove every rule says "rules: []"`, Line: line}
+	return nil, &Error{Index: -1, Field: "rules", Message: `the file holds no rule; a file meant to remove every rule says "rules: []"`, Line: line}
 }
 
 // Marshal encodes rules, in the given order, as a rules file that Parse
@@ -104,21 +104,9 @@ func Marshal(rules []Rule) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := yamlFile{Rules: make([]yamlRule, len(norm))}
+	out := yamlFile{Rules: make([]encodedRule, len(norm))}
 	for i, r := range norm {
-		out.Rules[i] = yamlRule{
-			Name:      r.Name,
-			Algorithm: r.Algorithm.String(),
-			Scale:     formatScale(r.Scale),
-			Limit:     r.Limit,
-			Burst:     r.Burst,
-			Shadow:    r.Shadow,
-			Key:       r.Key,
-		}
-		if !r.Match.IsZero() {
-			m := yamlMatch(r.Match)
-			out.Rules[i].Match = &m
-		}
+		out.Rules[i] = encode(r)
 	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -132,27 +120,10 @@ func Marshal(rules []Rule) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// The file as Marshal writes it.
-type (
-	yamlFile struct {
-		Rules []yamlRule `yaml:"rules"`
-	}
-	yamlRule struct {
-		Name      string     `yaml:"name"`
-		Algorithm string     `yaml:"algorithm"`
-		Scale     string     `yaml:"scale"`
-		Limit     int64      `yaml:"limit"`
-		Burst     int64      `yaml:"burst,omitempty"`
-		Shadow    bool       `yaml:"shadow,omitempty"`
-		Key       string     `yaml:"key,omitempty"`
-		Match     *yamlMatch `yaml:"match,omitempty"`
-	}
-	yamlMatch struct {
-		Prefix string `yaml:"prefix"`
-		Method string `yaml:"method,omitempty"`
-		Host   string `yaml:"host,omitempty"`
-	}
-)
+// yamlFile is the file as Marshal writes it.
+type yamlFile struct {
+	Rules []encodedRule `yaml:"rules"`
+}
 
 // The file as decodeStrict reads it: every key of the format, and no other
 // (KnownFields), with the values left as nodes for walkFile to judge.
@@ -216,18 +187,18 @@ func decodeDocument(data []byte) (*yaml.Node, error) {
 	if len(next.Content) > 0 {
 		line = next.Content[0].Line
 	}
-	return nil, &Error{Index: -1, Rule: "must hold one YAML document, not several", Line: line}
+	return nil, &Error{Index: -1, Message: "must hold one YAML document, not several", Line: line}
 }
 
 // lineError turns a message of the YAML library, "yaml: line N: PROBLEM" or
 // "line N: PROBLEM", into an *Error with Line N.
 func lineError(msg string) *Error {
 	msg = strings.TrimPrefix(msg, "yaml: ")
-	e := &Error{Index: -1, Rule: msg}
+	e := &Error{Index: -1, Message: msg}
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if num, problem, ok := strings.Cut(rest, ": "); ok {
 			if n, err := strconv.Atoi(num); err == nil && n > 0 {
-				e.Line, e.Rule = n, problem
+				e.Line, e.Message = n, problem
 			}
 		}
 	}
@@ -245,10 +216,10 @@ func walkFile(doc *yaml.Node) ([]Rule, error) {
 		return rules, nil
 	}
 	if top.Kind != yaml.MappingNode {
-		return nil, &Error{Index: -1, Rule: `must be a mapping with the key "rules"`, Line: top.Line}
+		return nil, &Error{Index: -1, Message: `must be a mapping with the key "rules"`, Line: top.Line}
 	}
-	fields, e := keysOf(top, fileKeys, "", func(field, rule string, line int) *Error {
-		return &Error{Index: -1, Field: field, Rule: rule, Line: line}
+	fields, e := keysOf(top, fileKeys, "", func(field, msg string, line int) *Error {
+		return &Error{Index: -1, Field: field, Message: msg, Line: line}
 	})
 	if e != nil {
 		return nil, e
@@ -258,16 +229,16 @@ func walkFile(doc *yaml.Node) ([]Rule, error) {
 		return rules, nil
 	}
 	if list.Kind != yaml.SequenceNode {
-		return nil, &Error{Index: -1, Field: "rules", Rule: "must be a list of rules", Line: list.Line}
+		return nil, &Error{Index: -1, Field: "rules", Message: "must be a list of rules", Line: list.Line}
 	}
 	c := newChecker(true, len(list.Content))
 	for i, item := range list.Content {
-		r, lines, e := walkRule(i, resolve(item))
+		r, f, e := walkRule(i, resolve(item))
 		if e != nil {
 			return nil, e
 		}
 		if e := c.add(i, r); e != nil {
-			e.Line = lines[e.Field]
+			e.Line = f.line(e.Field)
 			return nil, e
 		}
 		rules = append(rules, r)
@@ -275,141 +246,95 @@ func walkFile(doc *yaml.Node) ([]Rule, error) {
 	return rules, nil
 }
 
-// walkRule turns the node of rule i into a valid Rule in canonical form, and
-// returns the line of each of its fields ("" is the rule's own line).
-func walkRule(i int, n *yaml.Node) (Rule, map[string]int, *Error) {
+// walkRule turns the node of rule i into a valid Rule in canonical form
+// (buildRule), and returns its fields, which know the line of each.
+func walkRule(i int, n *yaml.Node) (Rule, fields, *Error) {
 	if n.Kind != yaml.MappingNode {
-		return Rule{}, nil, &Error{Index: i, Rule: "must be a mapping with name, scale and limit", Line: n.Line}
+		return Rule{}, nil, &Error{Index: i, Message: "must be a mapping with name, scale and limit", Line: n.Line}
 	}
-	var r Rule
-	// The name, read first so that every error can carry it.
+	var name string // read first, so that every error can carry it
 	for k := 0; k+1 < len(n.Content); k += 2 {
 		if key := resolve(n.Content[k]); key.Kind == yaml.ScalarNode && key.Value == "name" {
 			if v := resolve(n.Content[k+1]); v.Kind == yaml.ScalarNode && !isNull(v) {
-				r.Name = v.Value
+				name = v.Value
 			}
 			break
 		}
 	}
-	fail := func(field, rule string, line int) *Error {
-		return &Error{Index: i, Name: r.Name, Field: field, Rule: rule, Line: line}
-	}
-	f, e := keysOf(n, ruleKeys, "", fail)
+	values, e := keysOf(n, ruleKeys, "", func(field, msg string, line int) *Error {
+		return &Error{Index: i, Name: name, Field: field, Message: msg, Line: line}
+	})
 	if e != nil {
 		return Rule{}, nil, e
 	}
-	lines := map[string]int{"": n.Line}
-	for k, v := range f {
-		lines[k] = v.Line
+	f := &yamlFields{values: values, lines: map[string]int{"": n.Line}}
+	for k, v := range values {
+		f.lines[k] = v.Line
 	}
-	present := func(key string) bool { v := f[key]; return v != nil && !isNull(v) }
-
-	// name
-	if !present("name") {
-		return Rule{}, nil, fail("name", ruleRequired, n.Line)
-	}
-	if f["name"].Kind != yaml.ScalarNode {
-		return Rule{}, nil, fail("name", ruleString, lines["name"])
-	}
-	if msg := checkName(r.Name); msg != "" {
-		return Rule{}, nil, fail("name", msg, lines["name"])
-	}
-	// algorithm
-	if present("algorithm") {
-		v := f["algorithm"]
-		if v.Kind != yaml.ScalarNode {
-			return Rule{}, nil, fail("algorithm", ruleString, v.Line)
-		}
-		a, err := table.ParseAlgorithm(v.Value)
-		if err != nil {
-			return Rule{}, nil, fail("algorithm", algorithmRule(err), v.Line)
-		}
-		r.Algorithm = a
-	}
-	// scale
-	if !present("scale") {
-		return Rule{}, nil, fail("scale", ruleRequired, n.Line)
-	}
-	scale, msg := scaleNode(f["scale"])
-	if msg != "" {
-		return Rule{}, nil, fail("scale", msg, lines["scale"])
-	}
-	r.Scale = scale
-	// limit, burst
-	if !present("limit") {
-		return Rule{}, nil, fail("limit", ruleRequired, n.Line)
-	}
-	var ok bool
-	if r.Limit, ok = intNode(f["limit"]); !ok {
-		return Rule{}, nil, fail("limit", ruleInteger, lines["limit"])
-	}
-	if present("burst") {
-		if r.Burst, ok = intNode(f["burst"]); !ok {
-			return Rule{}, nil, fail("burst", ruleInteger, lines["burst"])
-		}
-	}
-	// shadow
-	if present("shadow") {
-		v := f["shadow"]
-		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&r.Shadow) != nil {
-			return Rule{}, nil, fail("shadow", ruleBool, v.Line)
-		}
-	}
-	// key
-	if present("key") {
-		v := f["key"]
-		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
-			return Rule{}, nil, fail("key", ruleString, v.Line)
-		}
-		r.Key = v.Value
-		lines["key"] = v.Line
-	}
-	// match
-	if present("match") {
-		v := f["match"]
-		if v.Kind != yaml.MappingNode {
-			return Rule{}, nil, fail("match", "must be a mapping with prefix and optionally method and host", v.Line)
-		}
-		mf, e := keysOf(v, matchKeys, "match.", fail)
-		if e != nil {
-			return Rule{}, nil, e
-		}
-		for _, key := range matchKeys {
-			mv := mf[key]
-			if mv == nil || isNull(mv) {
-				continue
-			}
-			lines["match."+key] = mv.Line
-			if mv.Kind != yaml.ScalarNode {
-				return Rule{}, nil, fail("match."+key, ruleString, mv.Line)
-			}
-			switch key {
-			case "prefix":
-				r.Match.Prefix = mv.Value
-			case "method":
-				r.Match.Method = mv.Value
-			case "host":
-				r.Match.Host = mv.Value
-			}
-		}
-		if r.Match.Prefix == "" {
-			line := v.Line
-			if l, ok := lines["match.prefix"]; ok {
-				line = l
-			}
-			return Rule{}, nil, fail("match.prefix", ruleRequired, line)
-		}
-	}
-	if e := r.check(); e != nil {
-		e.Index, e.Line = i, lines[e.Field]
-		return Rule{}, nil, e
-	}
-	return r.normalize(), lines, nil
+	r, e := buildRule(f, i, "a mapping")
+	return r, f, e
 }
+
+// yamlFields is a mapping of a rules file, a rule or its match, for
+// buildRule.
+type yamlFields struct {
+	values map[string]*yaml.Node // by key, aliases resolved
+	// lines holds the line of every field of the rule, by its name
+	// ("match.prefix" for a key of the match), and of the rule itself ("").
+	lines map[string]int
+}
+
+func (y *yamlFields) has(key string) bool { v := y.values[key]; return v != nil && !isNull(v) }
+
+func (y *yamlFields) scalar(key string) (string, bool) {
+	if v := y.values[key]; v != nil && v.Kind == yaml.ScalarNode && !isNull(v) {
+		return v.Value, true
+	}
+	return "", false
+}
+
+func (y *yamlFields) text(key string) (string, bool) {
+	if v := y.values[key]; v != nil && v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" {
+		return v.Value, true
+	}
+	return "", false
+}
+
+func (y *yamlFields) integer(key string) (int64, bool) { return intNode(y.values[key]) }
+
+func (y *yamlFields) boolean(key string) (bool, bool) {
+	var b bool
+	v := y.values[key]
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&b) != nil {
+		return false, false
+	}
+	return b, true
+}
+
+func (y *yamlFields) scale(key string) (time.Duration, string) { return scaleNode(y.values[key]) }
+
+func (y *yamlFields) sub(key string, known []string, fail failFunc) (fields, bool, *Error) {
+	v := y.values[key]
+	if v.Kind != yaml.MappingNode {
+		return nil, false, nil
+	}
+	values, e := keysOf(v, known, key+".", fail)
+	if e != nil {
+		return nil, true, e
+	}
+	for k, mv := range values {
+		if !isNull(mv) {
+			y.lines[key+"."+k] = mv.Line
+		}
+	}
+	return &yamlFields{values: values, lines: y.lines}, true, nil
+}
+
+func (y *yamlFields) line(field string) int { return y.lines[field] }
 
 // keysOf returns the values of the mapping n by key, after checking that
 // every key is one of known, given once. Errors name the key with prefix.
-func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, rule string, line int) *Error) (map[string]*yaml.Node, *Error) {
+func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, msg string, line int) *Error) (map[string]*yaml.Node, *Error) {
 	values := make(map[string]*yaml.Node, len(n.Content)/2)
 	keyLine := make(map[string]int, len(n.Content)/2)
 	for k := 0; k+1 < len(n.Content); k += 2 {
@@ -422,7 +347,7 @@ func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, rule s
 		case key.ShortTag() == "!!merge":
 			return nil, fail(prefix+name, "merge keys are not supported", key.Line)
 		case !slices.Contains(known, name):
-			return nil, fail(prefix+name, ruleUnknown, key.Line)
+			return nil, fail(prefix+name, msgUnknown, key.Line)
 		}
 		if first, dup := keyLine[name]; dup {
 			return nil, fail(prefix+name, fmt.Sprintf("is set twice (first on line %d)", first), key.Line)
@@ -437,19 +362,19 @@ func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, rule s
 // that parseScaleString accepts.
 func scaleNode(v *yaml.Node) (time.Duration, string) {
 	if v.Kind != yaml.ScalarNode {
-		return 0, ruleScaleForm
+		return 0, msgScaleForm
 	}
 	switch v.ShortTag() {
 	case "!!int":
 		var ms int64
 		if err := v.Decode(&ms); err != nil {
-			return 0, ruleScaleRange
+			return 0, table.MsgScaleRange
 		}
 		return scaleFromMillis(ms)
 	case "!!str":
 		return parseScaleString(v.Value)
 	}
-	return 0, ruleScaleForm
+	return 0, msgScaleForm
 }
 
 // intNode reads an integer.

@@ -189,11 +189,11 @@ func TestErrorMessage(t *testing.T) {
 		err  Error
 		want string
 	}{
-		{Error{Index: 2, Name: "login", Field: "scale", Rule: "must be between 1ms and 8784h0m0s"}, `rules[2] "login": scale: must be between 1ms and 8784h0m0s`},
-		{Error{Index: 0, Field: "name", Rule: "is required"}, `rules[0]: name: is required`},
-		{Error{Index: -1, Name: "login", Field: "limit", Rule: "must not be negative"}, `rule "login": limit: must not be negative`},
-		{Error{Index: -1, Rule: "mapping values are not allowed in this context", Line: 3}, `line 3: mapping values are not allowed in this context`},
-		{Error{Index: 1, Name: "a", Field: "match.bogus", Rule: "is not a known field", Line: 4}, `line 4: rules[1] "a": match.bogus: is not a known field`},
+		{Error{Index: 2, Name: "login", Field: "scale", Message: "must be between 1ms and 8784h0m0s"}, `rules[2] "login": scale: must be between 1ms and 8784h0m0s`},
+		{Error{Index: 0, Field: "name", Message: "is required"}, `rules[0]: name: is required`},
+		{Error{Index: -1, Name: "login", Field: "limit", Message: "must not be negative"}, `rule "login": limit: must not be negative`},
+		{Error{Index: -1, Message: "mapping values are not allowed in this context", Line: 3}, `line 3: mapping values are not allowed in this context`},
+		{Error{Index: 1, Name: "a", Field: "match.bogus", Message: "is not a known field", Line: 4}, `line 4: rules[1] "a": match.bogus: is not a known field`},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/metrics"
 )
 
 // capLogInterval is the least time between two log lines of one listener
@@ -57,10 +57,10 @@ type connLimiter struct {
 // limitConns wraps ln in a connLimiter of max connections named name, hooks
 // it into srv (which must serve the returned listener) and exports its
 // counts through metrics.
-func limitConns(ln net.Listener, srv *http.Server, max int, name string, log *slog.Logger, metrics *api.Metrics) net.Listener {
+func limitConns(ln net.Listener, srv *http.Server, max int, name string, log *slog.Logger, prom *metrics.Metrics) net.Listener {
 	l := newConnLimiter(ln, max, name, log, time.Now)
 	srv.ConnState = l.connState
-	metrics.ObserveConns(name, l.stats)
+	prom.ObserveConns(name, l.stats)
 	return l
 }
 
@@ -168,10 +168,10 @@ func (l *connLimiter) Close() error {
 }
 
 // stats reports the listener's counts, for the metrics.
-func (l *connLimiter) stats() api.ConnStats {
+func (l *connLimiter) stats() metrics.ConnStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return api.ConnStats{Open: int64(l.open), Max: int64(l.max), CapReached: l.capReached, IdleClosed: l.idleClosed}
+	return metrics.ConnStats{Open: int64(l.open), Max: int64(l.max), CapReached: l.capReached, IdleClosed: l.idleClosed}
 }
 
 // limitedConn is a connection of a connLimiter: closing it frees its slot.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/ratelimitd/ratelimitd/api/metrics"
 	"io"
 	"log/slog"
 	"net"
@@ -11,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/ratelimitd/ratelimitd/api"
 )
 
 // limiterUnderTest is a connLimiter on a loopback listener, with a goroutine
@@ -99,7 +98,7 @@ func (u *limiterUnderTest) none(why string) {
 }
 
 // waitFor polls the limiter's stats until ok, at most 10 s.
-func (u *limiterUnderTest) waitFor(what string, ok func(api.ConnStats) bool) {
+func (u *limiterUnderTest) waitFor(what string, ok func(metrics.ConnStats) bool) {
 	u.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -115,7 +114,7 @@ func (u *limiterUnderTest) waitFor(what string, ok func(api.ConnStats) bool) {
 }
 
 // want asserts the limiter's exact counts.
-func (u *limiterUnderTest) want(step string, want api.ConnStats) {
+func (u *limiterUnderTest) want(step string, want metrics.ConnStats) {
 	u.t.Helper()
 	if got := u.l.stats(); got != want {
 		u.t.Fatalf("%s: got stats %+v, want %+v", step, got, want)
@@ -140,8 +139,8 @@ func TestConnLimiterBlocksAtCap(t *testing.T) {
 	u.dial()
 	u.dial()
 	a, b := u.next(), u.next()
-	u.waitFor("the cap reached", func(s api.ConnStats) bool { return s.CapReached == 1 })
-	u.want("two open", api.ConnStats{Open: 2, Max: 2, CapReached: 1})
+	u.waitFor("the cap reached", func(s metrics.ConnStats) bool { return s.CapReached == 1 })
+	u.want("two open", metrics.ConnStats{Open: 2, Max: 2, CapReached: 1})
 	u.dial() // completes in the backlog
 	u.none("at the cap with no idle connection")
 
@@ -149,16 +148,16 @@ func TestConnLimiterBlocksAtCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := u.next()
-	u.waitFor("the cap reached again", func(s api.ConnStats) bool { return s.CapReached == 2 })
-	u.want("after a close", api.ConnStats{Open: 2, Max: 2, CapReached: 2})
+	u.waitFor("the cap reached again", func(s metrics.ConnStats) bool { return s.CapReached == 2 })
+	u.want("after a close", metrics.ConnStats{Open: 2, Max: 2, CapReached: 2})
 	// Closing twice frees one slot, not two.
 	if err := b.Close(); err == nil {
 		t.Error("a second Close returned no error")
 	}
-	u.want("after a second Close", api.ConnStats{Open: 2, Max: 2, CapReached: 2})
+	u.want("after a second Close", metrics.ConnStats{Open: 2, Max: 2, CapReached: 2})
 	_ = a.Close()
 	_ = c.Close()
-	u.waitFor("all closed", func(s api.ConnStats) bool { return s.Open == 0 })
+	u.waitFor("all closed", func(s metrics.ConnStats) bool { return s.Open == 0 })
 }
 
 // TestConnLimiterClosesIdle: at the cap, the longest-idle keep-alive
@@ -174,21 +173,21 @@ func TestConnLimiterClosesIdle(t *testing.T) {
 	// Below the cap nothing is closed: b goes idle, then a.
 	u.l.connState(b, http.StateIdle)
 	u.l.connState(a, http.StateIdle)
-	u.want("two idle below the cap", api.ConnStats{Open: 2, Max: 3})
+	u.want("two idle below the cap", metrics.ConnStats{Open: 2, Max: 3})
 
 	// The third connection reaches the cap: b, idle the longest, goes.
 	cc := u.dial()
 	c := u.next()
 	assertClosedByServer(t, cb, "the longest-idle connection")
-	u.waitFor("b closed", func(s api.ConnStats) bool { return s.IdleClosed == 1 && s.Open == 2 })
-	u.want("after b", api.ConnStats{Open: 2, Max: 3, CapReached: 1, IdleClosed: 1})
+	u.waitFor("b closed", func(s metrics.ConnStats) bool { return s.IdleClosed == 1 && s.Open == 2 })
+	u.want("after b", metrics.ConnStats{Open: 2, Max: 3, CapReached: 1, IdleClosed: 1})
 	assertOpen(t, ca, "a, idle, but not the longest")
 
 	// The next one reaches it again: a, the only idle one, goes.
 	u.dial()
 	d := u.next()
 	assertClosedByServer(t, ca, "the next idle connection")
-	u.waitFor("a closed", func(s api.ConnStats) bool { return s.IdleClosed == 2 && s.Open == 2 })
+	u.waitFor("a closed", func(s metrics.ConnStats) bool { return s.IdleClosed == 2 && s.Open == 2 })
 
 	// c goes idle and active again below the cap; at the cap nothing is
 	// idle, so Accept waits.
@@ -196,10 +195,10 @@ func TestConnLimiterClosesIdle(t *testing.T) {
 	u.l.connState(c, http.StateActive)
 	u.dial()
 	u.next()
-	u.waitFor("the cap reached a third time", func(s api.ConnStats) bool { return s.CapReached == 3 })
+	u.waitFor("the cap reached a third time", func(s metrics.ConnStats) bool { return s.CapReached == 3 })
 	u.dial()
 	u.none("at the cap with no idle connection")
-	u.want("three busy", api.ConnStats{Open: 3, Max: 3, CapReached: 3, IdleClosed: 2})
+	u.want("three busy", metrics.ConnStats{Open: 3, Max: 3, CapReached: 3, IdleClosed: 2})
 	assertOpen(t, cc, "c, idle and then active again")
 
 	// A hijacked connection frees its slot when its new owner closes it.
@@ -208,8 +207,8 @@ func TestConnLimiterClosesIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.next()
-	u.waitFor("the cap reached a fourth time", func(s api.ConnStats) bool { return s.CapReached == 4 })
-	u.want("after the hijacked one closed", api.ConnStats{Open: 3, Max: 3, CapReached: 4, IdleClosed: 2})
+	u.waitFor("the cap reached a fourth time", func(s metrics.ConnStats) bool { return s.CapReached == 4 })
+	u.want("after the hijacked one closed", metrics.ConnStats{Open: 3, Max: 3, CapReached: 4, IdleClosed: 2})
 }
 
 // assertOpen asserts that the server has not closed the client's connection
@@ -230,7 +229,7 @@ func TestConnLimiterCloseWakesAccept(t *testing.T) {
 	u := startLimiter(t, 1)
 	u.dial()
 	u.next()
-	u.waitFor("the cap reached", func(s api.ConnStats) bool { return s.CapReached == 1 })
+	u.waitFor("the cap reached", func(s metrics.ConnStats) bool { return s.CapReached == 1 })
 	if err := u.l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +260,7 @@ func TestConnLimiterLog(t *testing.T) {
 	u.dial()
 	c := u.next()
 	for i := range 3 {
-		u.waitFor("the cap reached", func(s api.ConnStats) bool { return s.CapReached == int64(i+1) })
+		u.waitFor("the cap reached", func(s metrics.ConnStats) bool { return s.CapReached == int64(i+1) })
 		if i == 1 {
 			u.advance(capLogInterval - time.Second)
 		}
@@ -272,7 +271,7 @@ func TestConnLimiterLog(t *testing.T) {
 		u.dial()
 		c = u.next()
 	}
-	u.waitFor("the cap reached a fourth time", func(s api.ConnStats) bool { return s.CapReached == 4 })
+	u.waitFor("the cap reached a fourth time", func(s metrics.ConnStats) bool { return s.CapReached == 4 })
 	recs := capLines()
 	if len(recs) != 2 {
 		t.Fatalf("got %d cap log lines, want 2 (the first, then one a minute later); logs:\n%s", len(recs), u.logs)

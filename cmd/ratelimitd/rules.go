@@ -14,7 +14,8 @@ import (
 	"syscall"
 
 	"github.com/ratelimitd/ratelimitd/actors"
-	"github.com/ratelimitd/ratelimitd/api"
+	"github.com/ratelimitd/ratelimitd/api/admin"
+	"github.com/ratelimitd/ratelimitd/api/metrics"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 )
 
@@ -30,7 +31,7 @@ type ruleSet struct {
 // startRules loads --rules (a bad file refuses the start: there is no last
 // good set yet), watches it, and reloads it on SIGHUP. Without --rules the
 // Store starts empty; the admin API can still add rules.
-func startRules(cfg *config, log *slog.Logger, metrics *api.Metrics) (*ruleSet, error) {
+func startRules(cfg *config, log *slog.Logger, prom *metrics.Metrics) (*ruleSet, error) {
 	rs := &ruleSet{stopHUP: func() {}}
 	var list []rules.Rule
 	if cfg.rulesFile != "" {
@@ -44,13 +45,13 @@ func startRules(cfg *config, log *slog.Logger, metrics *api.Metrics) (*ruleSet, 
 		return nil, err
 	}
 	rs.store = store
-	metrics.ObserveRules(store)
+	prom.ObserveRules(store)
 	if cfg.rulesFile == "" {
 		return rs, nil
 	}
 	rlog := log.With("component", "rules", "file", cfg.rulesFile)
 	rs.watcher, err = rules.NewWatcher(cfg.rulesFile, store, func(r rules.ReloadResult) {
-		metrics.RulesReloaded(r.Err == nil, r.Changed)
+		prom.RulesReloaded(r.Err == nil, r.Changed)
 		switch {
 		case r.Err != nil:
 			rlog.Error("rules reload failed; keeping the last good rules", "trigger", r.Trigger, "err", r.Err, "version", store.Current().Version())
@@ -102,7 +103,7 @@ const maxTokenFileBytes = 64 << 10
 // readToken reads the admin bearer token: the file's content without
 // surrounding white space. Like ssh with a private key, it refuses a file
 // that group or others may access (any of the mode bits 077) and a token
-// shorter than minTokenBytes, naming the file and the rule.
+// shorter than minTokenBytes, naming the file and what is wrong.
 func readToken(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -138,14 +139,14 @@ type adminServer struct {
 // startAdmin serves the admin API on --admin-listen, at most maxConns
 // connections at once, with the bearer token tok (read by readToken) when
 // --admin-token-file is set; without it it serves nothing (and says so).
-func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, metrics *api.Metrics) (*adminServer, error) {
+func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics) (*adminServer, error) {
 	if cfg.adminTokenFile == "" {
 		log.Info("admin API off: no --admin-token-file")
 		return nil, nil
 	}
 	alog := log.With("component", "admin")
-	opts := api.AdminOptions{
-		Backend: sys,
+	opts := admin.Options{
+		Backend: adminBackend{sys},
 		Rules:   rs.store,
 		Token:   tok,
 		Logger:  alog,
@@ -154,9 +155,9 @@ func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *ac
 		},
 	}
 	if cfg.proxy.upstream != "" {
-		opts.Metrics = metrics // the public listener proxies: metrics are here
+		opts.Metrics = prom.Handler() // the public listener proxies: metrics are here
 	}
-	h, err := api.NewAdminHandler(opts)
+	h, err := admin.NewHandler(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *ac
 		return nil, fmt.Errorf("admin listener %s: %w", cfg.adminListen, err)
 	}
 	a := &adminServer{srv: newServer(h, alog), served: make(chan error, 1)}
-	capped := limitConns(ln, a.srv, maxConns, "admin", alog, metrics)
+	capped := limitConns(ln, a.srv, maxConns, "admin", alog, prom)
 	alog.Info("admin listening", "addr", ln.Addr().String(), "max_conns", maxConns)
 	go func() { a.served <- a.srv.Serve(capped) }()
 	return a, nil

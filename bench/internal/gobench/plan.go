@@ -79,12 +79,12 @@ func Plan(short bool) []Invocation {
 			What: "`actors.Start` on a data directory of 1M live buckets (100k in short mode) in 8 shards, a snapshot of 90% and segments of the rest, replayed in parallel; time/op is one start.",
 		}),
 		growth,
-		inv("./api/", "^BenchmarkMiddlewareOverhead$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
+		inv("./api/middleware/", "^BenchmarkMiddlewareOverhead$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
 			Title: FamMiddleware, Top: []string{"BenchmarkMiddlewareOverhead"}, Primary: "ns/op",
 			Baseline: Baseline{Level: 1, Value: "bare"}, Overhead: true,
-			What: "A bare handler, and the same handler behind `api.Middleware` (a real System, 1k keys), called in process one request at a time and with 64 in flight per proc (`/parallel`): the difference is the middleware's cost per request.",
+			What: "A bare handler, and the same handler behind `middleware.New` (a real System, 1k keys), called in process one request at a time and with 64 in flight per proc (`/parallel`): the difference is the middleware's cost per request.",
 		}),
-		inv("./api/", "^BenchmarkProxy$", pick(mode{"1x", 3}, mode{"1x", 1}), 10*time.Minute, Family{
+		inv("./api/proxy/", "^BenchmarkProxy$", pick(mode{"1x", 3}, mode{"1x", 1}), 10*time.Minute, Family{
 			Title: FamProxy, Top: []string{"BenchmarkProxy"}, Primary: "ratelimitd-req/s",
 			What: "The limiting reverse proxy (per-client and global layers, metrics) against `httputil.ReverseProxy` alone, to the same trivial upstream over 64 connections, in alternating rounds within one run (2 s; 0.2 s in short mode); the benchmark reports the ratio itself.",
 		}),

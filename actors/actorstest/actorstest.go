@@ -1,0 +1,58 @@
+// Package actorstest starts real actor systems for the tests of the
+// packages that use one (the transports, the Go client): each in memory
+// unless its Config says otherwise, and stopped when its test ends.
+// actors' own tests keep their helpers: an internal test cannot import a
+// package that imports actors.
+package actorstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
+)
+
+// StartSystem starts a System of the default config, stopped (and its Stop
+// checked) when the test ends.
+func StartSystem(t testing.TB) *actors.System {
+	t.Helper()
+	return StartSystemWith(t, actors.Config{})
+}
+
+// StartSystemWith is StartSystem of cfg.
+func StartSystemWith(t testing.TB, cfg actors.Config) *actors.System {
+	t.Helper()
+	sys, err := actors.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("actors.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sys.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return sys
+}
+
+// ClockStart is where the manual clocks of StartClocked start: a time on a
+// whole hour, so that every window of a whole number of seconds up to an
+// hour starts there and reset times are exact.
+func ClockStart() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+// StartClocked is StartSystem of one shard on a manual clock reading
+// ClockStart, without sweeps. Time moves only when the test advances the
+// clock it returns.
+func StartClocked(t testing.TB) (*actors.System, *clocktest.Manual) {
+	t.Helper()
+	return StartClockedWith(t, actors.Config{})
+}
+
+// StartClockedWith is StartClocked with cfg's other fields.
+func StartClockedWith(t testing.TB, cfg actors.Config) (*actors.System, *clocktest.Manual) {
+	t.Helper()
+	clk := clocktest.New(ClockStart())
+	cfg.Clock, cfg.Shards, cfg.SweepInterval = clk, 1, -1
+	return StartSystemWith(t, cfg), clk
+}

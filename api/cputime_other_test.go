@@ -1,8 +1,0 @@
-//go:build !unix
-
-package api_test
-
-import "time"
-
-// processCPU returns false: the CPU time of the process is not known here.
-func processCPU() (time.Duration, bool) { return 0, false }

@@ -1,0 +1,175 @@
+package dashboard
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// Sessions and logins.
+const (
+	// SessionLifetime is how long a session cookie is good for.
+	SessionLifetime = 12 * time.Hour
+	// CookieName is the name of the session cookie.
+	CookieName = "ratelimitd_dashboard"
+	// LoginAttempts is how many logins an address may try per minute
+	// (right or wrong), and at once.
+	LoginAttempts = 10
+	// maxLoginAddresses bounds the login limiter's memory: the addresses it
+	// remembers (the least recently limited goes first).
+	maxLoginAddresses = 4096
+	// maxLoginBody is the largest POST /login body.
+	maxLoginBody = 8 << 10
+)
+
+// sessionMAC is what a session cookie's HMAC covers, after the expiry:
+// it names the cookie's purpose, so that no other MAC made with the key
+// could pass for one.
+const sessionMAC = "ratelimitd dashboard session v1"
+
+// sessions issues and checks session cookies. The server keeps no table of
+// sessions: a cookie is its expiry (Unix seconds, 8 bytes) and an
+// HMAC-SHA256 of it under a key drawn at random when the process starts,
+// so a restart (or a forged key) ends every session, and a cookie cannot
+// be made or stretched without the key. Logging out clears the cookie in
+// the browser; a copy of it stays good until it expires.
+type sessions struct {
+	key []byte
+}
+
+func (s *sessions) mac(expiry []byte) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write(expiry)
+	m.Write([]byte(sessionMAC))
+	return m.Sum(nil)
+}
+
+// issue returns a cookie value good until expiry.
+func (s *sessions) issue(expiry time.Time) string {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+sha256.Size), uint64(expiry.Unix()))
+	b = append(b, s.mac(b)...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// valid reports whether v is a cookie value issued with s's key and not
+// expired at now.
+func (s *sessions) valid(v string, now time.Time) bool {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(b) != 8+sha256.Size {
+		return false
+	}
+	if !hmac.Equal(b[8:], s.mac(b[:8])) {
+		return false
+	}
+	return now.Unix() < int64(binary.BigEndian.Uint64(b[:8]))
+}
+
+// cookie returns the session cookie for r, good from now for SessionLifetime.
+func (s *sessions) cookie(r *http.Request, now time.Time) *http.Cookie {
+	exp := now.Add(SessionLifetime).Truncate(time.Second)
+	return &http.Cookie{
+		Name:     CookieName,
+		Value:    s.issue(exp),
+		Path:     "/",
+		Expires:  exp,
+		MaxAge:   int(SessionLifetime / time.Second),
+		HttpOnly: true,
+		Secure:   r.TLS != nil,
+		SameSite: http.SameSiteStrictMode,
+	}
+}
+
+// clear returns a cookie that deletes the session cookie.
+func clearCookie(r *http.Request) *http.Cookie {
+	return &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode}
+}
+
+// hasSession reports whether r carries a valid session cookie.
+func (h *Handler) hasSession(r *http.Request, now time.Time) bool {
+	for _, c := range r.CookiesNamed(CookieName) {
+		if h.sessions.valid(c.Value, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// bearer reports whether r carries exactly one Authorization header with
+// the Bearer scheme and the token, compared through its SHA-256 digest in
+// constant time, so that neither its bytes nor its length leak by timing.
+func (h *Handler) bearer(r *http.Request) bool {
+	vals := r.Header.Values("Authorization")
+	if len(vals) != 1 {
+		return false
+	}
+	scheme, cred, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return h.tokenMatches(strings.TrimLeft(cred, " "))
+}
+
+func (h *Handler) tokenMatches(tok string) bool {
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) == 1
+}
+
+// authorized reports whether r may read the dashboard: a session cookie or
+// the bearer token.
+func (h *Handler) authorized(r *http.Request, now time.Time) bool {
+	return h.hasSession(r, now) || h.bearer(r)
+}
+
+// loginLimiter limits login attempts per client address with a token
+// bucket of LoginAttempts refilled at LoginAttempts a minute, kept in a
+// table of package table (bounded: the bucket closest to full goes first).
+type loginLimiter struct {
+	mu sync.Mutex
+	t  *table.Table
+}
+
+func newLoginLimiter() *loginLimiter {
+	return &loginLimiter{t: table.New(table.Config{MaxBuckets: maxLoginAddresses, Evict: true})}
+}
+
+var loginPolicy = table.Policy{Algorithm: table.TokenBucket, Scale: time.Minute, Limit: LoginAttempts}
+
+// allow counts one attempt from addr at now and reports whether it may go
+// on, or else how long until the next one may.
+func (l *loginLimiter) allow(addr string, now time.Time) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.t.Apply(table.Request{ID: addr, Policy: loginPolicy, Hits: 1}, now)
+	l.t.DeleteExpired(now, 16) // full buckets are expired: keep the table small
+	return d.Allowed, d.RetryAfter
+}
+
+// clientKey names r's client for the login limiter: its IPv4 address, or
+// the /64 of its IPv6 address (one host commonly holds a whole /64). The
+// address is the connection's: the admin listener is not behind a proxy.
+func clientKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return "?" + host
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}

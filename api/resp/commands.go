@@ -1,0 +1,682 @@
+package resp
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// cmdID identifies a command served.
+type cmdID uint8
+
+const (
+	cmdUnknown cmdID = iota
+	cmdThrottle
+	cmdCheck
+	cmdRule
+	cmdRefund
+	cmdRefundRule
+	cmdPing
+	cmdEcho
+	cmdQuit
+	cmdSelect
+	cmdHello
+	cmdAuth
+	cmdClient
+	cmdCommand
+	cmdConfig
+	cmdInfo
+)
+
+// lookup returns the command named name, compared ASCII case-insensitively.
+func lookup(name []byte) cmdID {
+	var buf [16]byte
+	if len(name) > len(buf) {
+		return cmdUnknown
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	switch string(buf[:len(name)]) {
+	case "cl.throttle":
+		return cmdThrottle
+	case "rl.check":
+		return cmdCheck
+	case "rl.rule":
+		return cmdRule
+	case "rl.refund":
+		return cmdRefund
+	case "rl.refundrule":
+		return cmdRefundRule
+	case "ping":
+		return cmdPing
+	case "echo":
+		return cmdEcho
+	case "quit":
+		return cmdQuit
+	case "select":
+		return cmdSelect
+	case "hello":
+		return cmdHello
+	case "auth":
+		return cmdAuth
+	case "client":
+		return cmdClient
+	case "command":
+		return cmdCommand
+	case "config":
+		return cmdConfig
+	case "info":
+		return cmdInfo
+	}
+	return cmdUnknown
+}
+
+// beforeAuth reports whether c may run before AUTH, as in Redis.
+func (c cmdID) beforeAuth() bool { return c == cmdAuth || c == cmdHello || c == cmdQuit }
+
+// session is a connection's state, owned by its goroutine.
+type session struct {
+	id     uint64
+	authed bool
+	name   string
+
+	// The read being answered: its commands, and their replies in order.
+	cmds  []redcon.Command
+	items []item
+	out   []byte // the bytes of the replies that are ready, one after another
+	// The checks of the read waiting to be decided in one pass.
+	checks []check
+	reqs   []table.Request
+	decs   []table.Decision
+	// scratch holds the reply to one check while it is written.
+	scratch []byte
+}
+
+// item is the reply to one command: ready bytes in session.out (check < 0)
+// or a check to decide.
+type item struct {
+	cmd   cmdID
+	res   Result
+	end   int // the end of its bytes in out
+	check int // index in session.checks, or -1
+}
+
+// check is a check waiting for its decision.
+type check struct {
+	cmd cmdID
+	th  throttle // cmdThrottle
+	nat native   // cmdCheck, cmdRule
+	d   table.Decision
+	err error
+}
+
+func (c *check) req() table.Request {
+	if c.cmd == cmdThrottle {
+		return c.th.req
+	}
+	return c.nat.req
+}
+
+// handle is redcon's handler. It takes the first command of a read and the
+// rest of that read's pipeline, answers them in order, the checks among
+// them decided in one pass, and leaves redcon to flush the replies.
+func (s *Server) handle(rc redcon.Conn, first redcon.Command) {
+	st := rc.Context().(*session)
+	defer func() {
+		// A broken invariant costs its connection, not the process.
+		if r := recover(); r != nil {
+			s.log.Error("resp: panic serving a connection; closing it", "panic", r, "stack", string(debug.Stack()))
+			rc.WriteError("ERR internal error; the connection is closed")
+			_ = rc.Close()
+		}
+	}()
+	st.cmds = append(append(st.cmds[:0], first), rc.ReadPipeline()...)
+	for _, cmd := range st.cmds {
+		if !s.command(rc, st, cmd.Args) {
+			break
+		}
+	}
+	s.flush(rc, st)
+	clear(st.cmds) // keep no command past its read
+	st.cmds = st.cmds[:0]
+}
+
+// command answers one command, or queues it for the batch; it returns
+// false when the connection is to close (QUIT).
+func (s *Server) command(rc redcon.Conn, st *session, args [][]byte) bool {
+	s.stats.commands.Add(1)
+	id := lookup(args[0])
+	switch {
+	case id == cmdUnknown:
+		s.replyErr(st, id, ResultInvalid, unknownCommand(args))
+		return true
+	case !st.authed && !id.beforeAuth():
+		s.replyErr(st, id, ResultNoAuth, "NOAUTH Authentication required.")
+		return true
+	}
+	switch id {
+	case cmdThrottle:
+		th, msg := parseThrottle(args)
+		if msg != "" {
+			s.replyErr(st, id, ResultInvalid, msg)
+			return true
+		}
+		s.queue(st, check{cmd: id, th: th})
+	case cmdCheck, cmdRule:
+		nat, msg := parseNative(args, id == cmdRule, false, s.opts.Rules)
+		if msg != "" {
+			s.replyErr(st, id, ResultInvalid, msg)
+			return true
+		}
+		s.queue(st, check{cmd: id, nat: nat})
+	case cmdRefund, cmdRefundRule:
+		s.refund(rc, st, id, args)
+	case cmdQuit:
+		s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
+		s.flush(rc, st)
+		_ = rc.Close()
+		return false
+	case cmdInfo:
+		// INFO counts the checks before it: decide them first.
+		s.flush(rc, st)
+		s.info(st, args)
+	default:
+		s.connCommand(st, id, args)
+	}
+	return true
+}
+
+// queue adds a check to the batch of the read, in its place among the
+// replies.
+func (s *Server) queue(st *session, c check) {
+	st.items = append(st.items, item{cmd: c.cmd, check: len(st.checks)})
+	st.checks = append(st.checks, c)
+}
+
+// reply adds a ready reply, out being st.out with its bytes appended.
+func (s *Server) reply(st *session, id cmdID, res Result, out []byte) {
+	st.out = out
+	st.items = append(st.items, item{cmd: id, res: res, end: len(out), check: -1})
+}
+
+// replyErr adds an error reply.
+func (s *Server) replyErr(st *session, id cmdID, res Result, msg string) {
+	s.reply(st, id, res, appendError(st.out, msg))
+}
+
+// flush decides the queued checks in one pass and writes every reply of
+// the read so far, in order.
+func (s *Server) flush(rc redcon.Conn, st *session) {
+	if len(st.checks) > 0 {
+		s.decide(st)
+	}
+	start := 0
+	b := st.scratch
+	for _, it := range st.items {
+		if it.check < 0 {
+			rc.WriteRaw(st.out[start:it.end])
+			start = it.end
+			s.obs.Command(cmdNames[it.cmd], it.res)
+			continue
+		}
+		var res Result
+		b, res = s.appendCheck(b[:0], &st.checks[it.check])
+		rc.WriteRaw(b)
+		s.obs.Command(cmdNames[it.cmd], res)
+	}
+	st.scratch = b[:0]
+	clear(st.checks) // their ids
+	clear(st.reqs)
+	st.items, st.out, st.checks, st.reqs = st.items[:0], st.out[:0], st.checks[:0], st.reqs[:0]
+}
+
+// decide decides the queued checks: in one CheckEach when the Checker
+// has it, else one Check after another, in order.
+func (s *Server) decide(st *session) {
+	n := len(st.checks)
+	for i := range st.checks {
+		st.reqs = append(st.reqs, st.checks[i].req())
+	}
+	st.decs = slices.Grow(st.decs[:0], n)[:n]
+	clear(st.decs)
+	if s.each != nil {
+		err := s.each.CheckEach(s.ctx, st.reqs, st.decs)
+		for i := range st.checks {
+			st.checks[i].d, st.checks[i].err = st.decs[i], err
+		}
+	} else {
+		for i := range st.checks {
+			st.checks[i].d, st.checks[i].err = s.checker.Check(s.ctx, st.reqs[i])
+		}
+	}
+	s.obs.Batch(n)
+}
+
+// appendCheck appends the reply to a decided check and returns its result.
+func (s *Server) appendCheck(b []byte, c *check) ([]byte, Result) {
+	if c.err != nil {
+		msg, res := s.failure(cmdNames[c.cmd], c.err)
+		return appendError(b, msg), res
+	}
+	d := c.d
+	var res Result
+	switch c.cmd {
+	case cmdThrottle:
+		if d.Full {
+			return appendError(b, msgFull), ResultFull
+		}
+		r := c.th.reply(d)
+		res = ResultAllowed
+		if r[0] == 1 {
+			res = ResultDenied
+		}
+		b = appendInts(b, r[:])
+	default:
+		switch {
+		case d.Allowed:
+			res = ResultAllowed
+		case c.nat.shadow:
+			res = ResultShadowDenied
+		case d.Full:
+			return appendError(b, msgFull), ResultFull
+		default:
+			res = ResultDenied
+		}
+		r := c.nat.reply(d)
+		b = appendInts(b, r[:])
+	}
+	s.stats.checks.Add(1)
+	if res == ResultDenied {
+		s.stats.denied.Add(1)
+	}
+	return b, res
+}
+
+// msgFull is the error reply of a check refused because the rate limiter
+// holds its most buckets: check_rate's 503 message.
+const msgFull = "ERR the rate limiter is full (max buckets); retry"
+
+// failure returns the error reply to a Checker error and its result; it
+// logs what is neither bad input nor expected.
+func (s *Server) failure(op string, err error) (string, Result) {
+	switch {
+	case errors.Is(err, table.ErrInvalid):
+		return "ERR " + err.Error(), ResultInvalid
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "ERR the check was canceled or timed out; retry", ResultError
+	case s.opts.Stopped != nil && errors.Is(err, s.opts.Stopped):
+		return "ERR the rate limiter is shutting down; retry", ResultError
+	case s.opts.Unavailable != nil && errors.Is(err, s.opts.Unavailable):
+		s.log.Warn("resp: "+op+": shard owner unavailable", "err", err)
+		return "ERR the rate limiter is temporarily unavailable; retry", ResultError
+	}
+	s.log.Error("resp: "+op+": rate limiter failed", "err", err)
+	return "ERR the rate limiter failed; retry", ResultError
+}
+
+// refund answers RL.REFUND or RL.REFUNDRULE after the checks before it, so
+// that its effect falls in its place.
+func (s *Server) refund(rc redcon.Conn, st *session, id cmdID, args [][]byte) {
+	nat, msg := parseNative(args, id == cmdRefundRule, true, s.opts.Rules)
+	if msg != "" {
+		s.replyErr(st, id, ResultInvalid, msg)
+		return
+	}
+	s.flush(rc, st)
+	d, err := s.checker.Refund(s.ctx, nat.req)
+	if err != nil {
+		msg, res := s.failure(cmdNames[id], err)
+		s.replyErr(st, id, res, msg)
+		return
+	}
+	r := nat.reply(d)
+	s.reply(st, id, ResultOK, appendInts(st.out, r[:]))
+}
+
+// connCommand answers the commands clients send on connect.
+func (s *Server) connCommand(st *session, id cmdID, args [][]byte) {
+	arity := func() { s.replyErr(st, id, ResultInvalid, wrongArity(args[0])) }
+	ok := func(out []byte) { s.reply(st, id, ResultOK, out) }
+	switch id {
+	case cmdPing:
+		switch len(args) {
+		case 1:
+			ok(redcon.AppendString(st.out, "PONG"))
+		case 2:
+			ok(redcon.AppendBulk(st.out, args[1]))
+		default:
+			arity()
+		}
+	case cmdEcho:
+		if len(args) != 2 {
+			arity()
+			return
+		}
+		ok(redcon.AppendBulk(st.out, args[1]))
+	case cmdSelect:
+		if len(args) != 2 {
+			arity()
+			return
+		}
+		n, err := strconv.ParseInt(string(args[1]), 10, 64)
+		switch {
+		case err != nil:
+			s.replyErr(st, id, ResultInvalid, "ERR value is not an integer or out of range")
+		case n != 0:
+			s.replyErr(st, id, ResultInvalid, "ERR DB index is out of range")
+		default:
+			ok(redcon.AppendOK(st.out))
+		}
+	case cmdHello:
+		// An error, so that clients fall back to RESP2; it echoes no
+		// argument, which may hold a password.
+		s.replyErr(st, id, ResultInvalid, "ERR unknown command '"+string(args[0])+"', with args beginning with: ")
+	case cmdAuth:
+		s.auth(st, args)
+	case cmdClient:
+		s.client(st, args)
+	case cmdCommand:
+		if len(args) == 1 {
+			ok(redcon.AppendArray(st.out, 0))
+			return
+		}
+		switch lowerASCII(args[1]) {
+		case "docs", "info", "list":
+			ok(redcon.AppendArray(st.out, 0))
+		default:
+			s.replyErr(st, id, ResultInvalid, unknownSubcommand(args))
+		}
+	case cmdConfig:
+		s.config(st, args)
+	}
+}
+
+// auth answers AUTH [username] password.
+func (s *Server) auth(st *session, args [][]byte) {
+	id := cmdAuth
+	if len(args) < 2 {
+		s.replyErr(st, id, ResultInvalid, wrongArity(args[0]))
+		return
+	}
+	if len(args) > 3 {
+		s.replyErr(st, id, ResultInvalid, "ERR syntax error")
+		return
+	}
+	user, pass := "default", args[len(args)-1]
+	if len(args) == 3 {
+		user = string(args[1])
+	}
+	if s.opts.Password == "" {
+		if len(args) == 2 {
+			s.replyErr(st, id, ResultInvalid, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+			return
+		}
+		if user == "default" {
+			s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
+			return
+		}
+	}
+	sum := sha256.Sum256(pass)
+	match := subtle.ConstantTimeCompare(sum[:], s.pwHash[:]) == 1
+	if !match || user != "default" || s.opts.Password == "" {
+		s.replyErr(st, id, ResultWrongPass, "WRONGPASS invalid username-password pair or user is disabled.")
+		return
+	}
+	st.authed = true
+	s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
+}
+
+// client answers CLIENT SETNAME, GETNAME, SETINFO and ID.
+func (s *Server) client(st *session, args [][]byte) {
+	id := cmdClient
+	if len(args) < 2 {
+		s.replyErr(st, id, ResultInvalid, wrongArity(args[0]))
+		return
+	}
+	sub := lowerASCII(args[1])
+	var want int
+	switch sub {
+	case "setname":
+		want = 3
+	case "getname", "id":
+		want = 2
+	case "setinfo":
+		want = 4
+	}
+	switch {
+	case want == 0:
+		s.replyErr(st, id, ResultInvalid, unknownSubcommand(args))
+		return
+	case len(args) != want:
+		s.replyErr(st, id, ResultInvalid, "ERR wrong number of arguments for 'client|"+sub+"' command")
+		return
+	}
+	switch sub {
+	case "setname":
+		for _, c := range args[2] {
+			if c < '!' || c > '~' {
+				s.replyErr(st, id, ResultInvalid, "ERR Client names cannot contain spaces, newlines or special characters.")
+				return
+			}
+		}
+		st.name = string(args[2])
+		s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
+	case "getname":
+		if st.name == "" {
+			s.reply(st, id, ResultOK, redcon.AppendNull(st.out))
+			return
+		}
+		s.reply(st, id, ResultOK, redcon.AppendBulkString(st.out, st.name))
+	case "setinfo":
+		switch lowerASCII(args[2]) {
+		case "lib-name", "lib-ver":
+			s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
+		default:
+			s.replyErr(st, id, ResultInvalid, "ERR Unrecognized option '"+string(args[2])+"'")
+		}
+	case "id":
+		s.reply(st, id, ResultOK, redcon.AppendInt(st.out, int64(st.id)))
+	}
+}
+
+// config answers CONFIG GET with the few parameters clients and
+// redis-benchmark ask for; any other name matches nothing.
+func (s *Server) config(st *session, args [][]byte) {
+	id := cmdConfig
+	if len(args) < 2 {
+		s.replyErr(st, id, ResultInvalid, wrongArity(args[0]))
+		return
+	}
+	if lowerASCII(args[1]) != "get" {
+		s.replyErr(st, id, ResultInvalid, unknownSubcommand(args))
+		return
+	}
+	if len(args) < 3 {
+		s.replyErr(st, id, ResultInvalid, "ERR wrong number of arguments for 'config|get' command")
+		return
+	}
+	var pairs []string
+	for _, a := range args[2:] {
+		name := lowerASCII(a)
+		if v, ok := s.configValue(name); ok && !slices.Contains(pairs, name) {
+			pairs = append(pairs, name, v)
+		}
+	}
+	out := redcon.AppendArray(st.out, len(pairs))
+	for _, p := range pairs {
+		out = redcon.AppendBulkString(out, p)
+	}
+	s.reply(st, id, ResultOK, out)
+}
+
+// configValue is the value CONFIG GET reports for name.
+func (s *Server) configValue(name string) (string, bool) {
+	switch name {
+	case "save":
+		return "", true // no snapshots of Redis's kind
+	case "appendonly":
+		return "no", true
+	case "databases":
+		return "1", true
+	case "maxclients":
+		return strconv.Itoa(s.opts.MaxConns), true
+	case "timeout":
+		return strconv.FormatInt(int64(max(s.opts.IdleTimeout, 0)/time.Second), 10), true
+	}
+	return "", false
+}
+
+// infoSections are the sections of INFO, in order.
+var infoSections = [...]string{"server", "clients", "stats"}
+
+// info answers INFO [section ...].
+func (s *Server) info(st *session, args [][]byte) {
+	want := func(string) bool { return true }
+	if len(args) > 1 {
+		names := make([]string, 0, len(args)-1)
+		for _, a := range args[1:] {
+			names = append(names, lowerASCII(a))
+		}
+		if !slices.ContainsFunc(names, func(n string) bool { return n == "all" || n == "default" || n == "everything" }) {
+			want = func(sec string) bool { return slices.Contains(names, sec) }
+		}
+	}
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if !want(sec) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		s.infoSection(&b, sec)
+	}
+	s.reply(st, cmdInfo, ResultOK, redcon.AppendBulkString(st.out, b.String()))
+}
+
+// infoSection writes one INFO section: "# Name" and key:value lines.
+func (s *Server) infoSection(b *strings.Builder, sec string) {
+	field := func(k string, v int64) {
+		b.WriteString(k)
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatInt(v, 10))
+		b.WriteString("\r\n")
+	}
+	switch sec {
+	case "server":
+		version := s.opts.Version
+		if version == "" {
+			version = "unknown"
+		}
+		up := int64(max(s.opts.Now().Sub(s.started), 0) / time.Second)
+		b.WriteString("# Server\r\n")
+		b.WriteString("redis_version:" + redisVersion + "\r\n")
+		b.WriteString("ratelimitd_version:" + stripNewlines(version) + "\r\n")
+		b.WriteString("redis_mode:standalone\r\n")
+		field("process_id", int64(os.Getpid()))
+		field("tcp_port", int64(s.port()))
+		field("uptime_in_seconds", up)
+		field("uptime_in_days", up/86400)
+	case "clients":
+		b.WriteString("# Clients\r\n")
+		field("connected_clients", s.stats.connsOpen.Load())
+		field("maxclients", int64(s.opts.MaxConns))
+	case "stats":
+		b.WriteString("# Stats\r\n")
+		field("total_connections_received", s.stats.connsReceived.Load())
+		field("rejected_connections", s.stats.connsRejected.Load())
+		field("total_commands_processed", s.stats.commands.Load())
+		field("total_checks_served", s.stats.checks.Load())
+		field("total_checks_denied", s.stats.denied.Load())
+	}
+}
+
+// redisVersion is the redis_version INFO reports: a Redis that speaks
+// RESP2 only and has no HELLO, which is what clients find here.
+const redisVersion = "5.0.0"
+
+// port returns the TCP port served, or 0.
+func (s *Server) port() int {
+	if a, ok := s.Addr().(*net.TCPAddr); ok {
+		return a.Port
+	}
+	return 0
+}
+
+// appendInts appends an array of integers.
+func appendInts(b []byte, ns []int64) []byte {
+	b = redcon.AppendArray(b, len(ns))
+	for _, n := range ns {
+		b = redcon.AppendInt(b, n)
+	}
+	return b
+}
+
+// appendError appends an error reply, with msg made one line as Redis
+// makes it: line breaks trimmed from its ends, spaces for those within.
+func appendError(b []byte, msg string) []byte {
+	return redcon.AppendError(b, stripNewlines(strings.Trim(msg, "\r\n")))
+}
+
+// stripNewlines replaces each '\r' and '\n' of s by a space.
+func stripNewlines(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// maxEcho is how much of a command's name and arguments an unknown
+// command's error repeats, as in Redis.
+const maxEcho = 128
+
+// unknownCommand is Redis's reply to an unknown command.
+func unknownCommand(args [][]byte) string {
+	return "ERR unknown command '" + cut(args[0], maxEcho) + "', with args beginning with: " + echoArgs(args[1:])
+}
+
+// unknownSubcommand is Redis's reply to an unknown subcommand.
+func unknownSubcommand(args [][]byte) string {
+	return "ERR unknown subcommand '" + cut(args[1], maxEcho) + "'. Try " + strings.ToUpper(string(args[0])) + " HELP."
+}
+
+// echoArgs quotes the arguments, until maxEcho bytes are written.
+func echoArgs(args [][]byte) string {
+	var b strings.Builder
+	for _, a := range args {
+		if b.Len() >= maxEcho {
+			break
+		}
+		n := maxEcho - b.Len()
+		b.WriteByte('\'')
+		b.WriteString(cut(a, n))
+		b.WriteString("' ")
+	}
+	return b.String()
+}
+
+// cut returns at most n bytes of b, as a string.
+func cut(b []byte, n int) string {
+	return string(b[:min(len(b), max(n, 0))])
+}

@@ -1,0 +1,248 @@
+package resp_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitd/ratelimitd/api/resp"
+)
+
+// TestConnectGoRedis checks that go-redis v9 connects with its defaults
+// (HELLO 3, then RESP2 after its error; CLIENT SETINFO) and that what
+// clients send on connect is answered without an error.
+func TestConnectGoRedis(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	_, addr := startServer(t, resp.Options{Checker: sys})
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: addr, ClientName: "tester", DB: 0})
+	t.Cleanup(func() { _ = c.Close() })
+	if got, err := c.Ping(ctx).Result(); err != nil || got != "PONG" {
+		t.Fatalf("PING: got %q, %v; want PONG", got, err)
+	}
+	checks := []struct {
+		args []any
+		want any
+	}{
+		{[]any{"PING", "hi"}, "hi"},
+		{[]any{"ECHO", "a b"}, "a b"},
+		{[]any{"SELECT", 0}, "OK"},
+		{[]any{"CLIENT", "SETINFO", "LIB-NAME", "x"}, "OK"},
+		{[]any{"CLIENT", "GETNAME"}, "tester"}, // set by go-redis on connect
+		{[]any{"CLIENT", "SETNAME", "other"}, "OK"},
+		{[]any{"CLIENT", "GETNAME"}, "other"},
+		{[]any{"COMMAND"}, []any{}},
+		{[]any{"COMMAND", "DOCS"}, []any{}},
+		{[]any{"CONFIG", "GET", "save"}, []any{"save", ""}},
+		{[]any{"CONFIG", "GET", "appendonly", "nothing", "APPENDONLY"}, []any{"appendonly", "no"}},
+		{[]any{"CONFIG", "GET", "*"}, []any{}},
+	}
+	for _, tc := range checks {
+		got, err := c.Do(ctx, tc.args...).Result()
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if !equalReply(got, tc.want) {
+			t.Errorf("%q: got %#v, want %#v", tc.args, got, tc.want)
+		}
+	}
+	if got, err := c.Do(ctx, "CLIENT", "ID").Int64(); err != nil || got < 1 {
+		t.Errorf("CLIENT ID: got %d, %v", got, err)
+	}
+	if err := c.Do(ctx, "QUIT").Err(); err != nil {
+		t.Errorf("QUIT: %v", err)
+	}
+}
+
+// equalReply compares go-redis replies: strings, integers and arrays.
+func equalReply(got, want any) bool {
+	g, ok1 := got.([]any)
+	w, ok2 := want.([]any)
+	if ok1 || ok2 {
+		return ok1 && ok2 && slices.EqualFunc(g, w, equalReply)
+	}
+	return got == want
+}
+
+// TestConnectRaw checks the exact bytes of the connect-time commands and
+// of Redis's errors for what is not served.
+func TestConnectRaw(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	_, addr := startServer(t, resp.Options{Checker: sys, MaxConns: 7, IdleTimeout: 90 * time.Second})
+	c := dialRaw(t, addr)
+	cases := []struct{ send, want string }{
+		{frame("PING"), "+PONG\r\n"},
+		{"PING\r\n", "+PONG\r\n"}, // inline, as telnet sends it
+		{frame("ping", "x\r\ny"), "$4\r\nx\r\ny\r\n"},
+		{frame("PING", "a", "b"), "-ERR wrong number of arguments for 'ping' command\r\n"},
+		{frame("ECHO"), "-ERR wrong number of arguments for 'echo' command\r\n"},
+		{frame("HELLO", "3", "AUTH", "default", "secret"), "-ERR unknown command 'HELLO', with args beginning with: \r\n"},
+		{frame("SELECT", "1"), "-ERR DB index is out of range\r\n"},
+		{frame("SELECT", "x"), "-ERR value is not an integer or out of range\r\n"},
+		{frame("GET", "k"), "-ERR unknown command 'GET', with args beginning with: 'k' \r\n"},
+		{frame("SET", "k\r\n", strings.Repeat("v", 200)), "-ERR unknown command 'SET', with args beginning with: 'k  ' '" + strings.Repeat("v", 122) + "' \r\n"},
+		{frame(strings.Repeat("X", 200)), "-ERR unknown command '" + strings.Repeat("X", 128) + "', with args beginning with: \r\n"},
+		{frame("CLIENT"), "-ERR wrong number of arguments for 'client' command\r\n"},
+		{frame("CLIENT", "KILL", "x"), "-ERR unknown subcommand 'KILL'. Try CLIENT HELP.\r\n"},
+		{frame("CLIENT", "SETNAME", "a b"), "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"},
+		{frame("CLIENT", "SETNAME"), "-ERR wrong number of arguments for 'client|setname' command\r\n"},
+		{frame("CLIENT", "GETNAME"), "$-1\r\n"},
+		{frame("CLIENT", "SETINFO", "color", "red"), "-ERR Unrecognized option 'color'\r\n"},
+		{frame("COMMAND", "COUNT"), "-ERR unknown subcommand 'COUNT'. Try COMMAND HELP.\r\n"},
+		{frame("CONFIG", "SET", "save", ""), "-ERR unknown subcommand 'SET'. Try CONFIG HELP.\r\n"},
+		{frame("CONFIG", "GET"), "-ERR wrong number of arguments for 'config|get' command\r\n"},
+		{frame("config", "get", "maxclients", "timeout", "databases"), "*6\r\n$10\r\nmaxclients\r\n$1\r\n7\r\n$7\r\ntimeout\r\n$2\r\n90\r\n$9\r\ndatabases\r\n$1\r\n1\r\n"},
+		{frame("AUTH", "pw"), "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"},
+		{frame("AUTH", "default", "pw"), "+OK\r\n"},
+		{frame("AUTH", "alice", "pw"), "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+		{frame("AUTH", "a", "b", "c"), "-ERR syntax error\r\n"},
+	}
+	for _, tc := range cases {
+		c.send(tc.send)
+		if got := c.mustReply(); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.send, got, tc.want)
+		}
+	}
+	c.send(frame("QUIT", "now"))
+	if got := c.mustReply(); got != "+OK\r\n" {
+		t.Errorf("QUIT: got %q", got)
+	}
+	if got, err := c.reply(); err == nil {
+		t.Errorf("after QUIT: got %q, want the connection closed", got)
+	}
+}
+
+// TestQuitPipelined checks that the commands pipelined after QUIT are not
+// run: the connection closes after QUIT's +OK.
+func TestQuitPipelined(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	_, addr := startServer(t, resp.Options{Checker: sys})
+	c := dialRaw(t, addr)
+	c.send(frame("CL.THROTTLE", "q", "1", "1", "60") + frame("QUIT") + frame("CL.THROTTLE", "q", "1", "1", "60"))
+	if got, want := c.mustReply(), ints(0, 2, 1, -1, 60); got != want {
+		t.Errorf("first: got %q, want %q", got, want)
+	}
+	if got := c.mustReply(); got != "+OK\r\n" {
+		t.Errorf("QUIT: got %q", got)
+	}
+	if got, err := c.reply(); err == nil {
+		t.Errorf("after QUIT: got %q, want the connection closed", got)
+	}
+	// The third command was not counted: one token of two is in use.
+	c2 := dialRaw(t, addr)
+	c2.send(frame("CL.THROTTLE", "q", "1", "1", "60", "0"))
+	if got, want := c2.mustReply(), ints(0, 2, 1, -1, 60); got != want {
+		t.Errorf("peek: got %q, want %q", got, want)
+	}
+}
+
+// TestAuth checks that with a password every command but AUTH, HELLO and
+// QUIT needs AUTH first, with Redis's replies, and that go-redis with the
+// password connects (HELLO fails, AUTH follows).
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	obs := newCounter()
+	_, addr := startServer(t, resp.Options{Checker: sys, Password: "s3cret", Observer: obs})
+	c := dialRaw(t, addr)
+	steps := []struct{ send, want string }{
+		{frame("PING"), "-NOAUTH Authentication required.\r\n"},
+		{frame("CL.THROTTLE", "k", "1", "1", "1"), "-NOAUTH Authentication required.\r\n"},
+		{frame("INFO"), "-NOAUTH Authentication required.\r\n"},
+		{frame("HELLO", "3"), "-ERR unknown command 'HELLO', with args beginning with: \r\n"},
+		{frame("GET", "k"), "-ERR unknown command 'GET', with args beginning with: 'k' \r\n"},
+		{frame("AUTH", "wrong"), "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+		{frame("AUTH", "s3cre"), "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+		{frame("AUTH", "admin", "s3cret"), "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+		{frame("PING"), "-NOAUTH Authentication required.\r\n"},
+		{frame("AUTH", "s3cret"), "+OK\r\n"},
+		{frame("PING"), "+PONG\r\n"},
+		{frame("AUTH", "wrong"), "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+		{frame("PING"), "+PONG\r\n"}, // a failed AUTH keeps the connection's login
+	}
+	for _, s := range steps {
+		c.send(s.send)
+		if got := c.mustReply(); got != s.want {
+			t.Errorf("%q: got %q, want %q", s.send, got, s.want)
+		}
+	}
+	c2 := dialRaw(t, addr)
+	c2.send(frame("AUTH", "default", "s3cret") + frame("CL.THROTTLE", "k", "1", "1", "1"))
+	if got := c2.mustReply(); got != "+OK\r\n" {
+		t.Errorf("AUTH default: got %q", got)
+	}
+	if got, want := c2.mustReply(), ints(0, 2, 1, -1, 1); got != want {
+		t.Errorf("after AUTH in the same pipeline: got %q, want %q", got, want)
+	}
+	c3 := dialRaw(t, addr)
+	c3.send(frame("QUIT"))
+	if got := c3.mustReply(); got != "+OK\r\n" {
+		t.Errorf("QUIT before AUTH: got %q", got)
+	}
+
+	ctx := context.Background()
+	good := newClient(t, addr, 1, "s3cret")
+	if got := throttle(t, good, "k", 1, 1, 1); !slices.Equal(got, []int64{0, 2, 0, -1, 2}) {
+		t.Errorf("go-redis with the password: got %v", got)
+	}
+	bad := newClient(t, addr, 1, "nope")
+	if err := bad.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("go-redis with a wrong password: got %v, want WRONGPASS", err)
+	}
+	none := newClient(t, addr, 1, "")
+	if err := none.Ping(ctx).Err(); err == nil || err.Error() != "NOAUTH Authentication required." {
+		t.Errorf("go-redis without a password: got %v, want NOAUTH", err)
+	}
+	for key, want := range map[string]int{"ping noauth": 3, "auth wrongpass": 5, "auth ok": 3} {
+		if got := obs.command(key); got < want {
+			t.Errorf("observer %q: got %d, want at least %d", key, got, want)
+		}
+	}
+}
+
+// TestInfo checks INFO's sections and fields.
+func TestInfo(t *testing.T) {
+	t.Parallel()
+	sys, clock := manualSystem(t)
+	srv, addr := startServer(t, resp.Options{Checker: sys, Now: clock.Now, Version: "1.2.3", MaxConns: 9})
+	c := newClient(t, addr, 1, "")
+	throttle(t, c, "i", 0, 1, 60)
+	throttle(t, c, "i", 0, 1, 60) // denied
+	clock.Advance(3*24*time.Hour + 5*time.Second)
+	ctx := context.Background()
+	info, err := c.Info(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(srv.Addr().String(), "127.0.0.1:")
+	for _, want := range []string{
+		"# Server\r\nredis_version:5.0.0\r\nratelimitd_version:1.2.3\r\nredis_mode:standalone\r\n",
+		"\r\ntcp_port:" + port + "\r\nuptime_in_seconds:259205\r\nuptime_in_days:3\r\n\r\n# Clients\r\nconnected_clients:1\r\nmaxclients:9\r\n\r\n# Stats\r\n",
+		"\r\ntotal_checks_served:2\r\ntotal_checks_denied:1\r\n",
+	} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO lacks %q:\n%s", want, info)
+		}
+	}
+	if !strings.HasSuffix(info, "total_checks_denied:1\r\n") {
+		t.Errorf("INFO does not end with its last field:\n%q", info)
+	}
+	clients, err := c.Info(ctx, "clients").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# Clients\r\nconnected_clients:1\r\nmaxclients:9\r\n"; clients != want {
+		t.Errorf("INFO clients: got %q, want %q", clients, want)
+	}
+	if none, err := c.Info(ctx, "keyspace").Result(); err != nil || none != "" {
+		t.Errorf("INFO keyspace: got %q, %v; want empty", none, err)
+	}
+}

@@ -1,0 +1,143 @@
+// Package resp is the Redis protocol (RESP2) transport of ratelimitd: a
+// server, built on github.com/tidwall/redcon, that answers redis-cell's
+// CL.THROTTLE byte for byte, native RL.* commands with check_rate's
+// semantics, and what Redis clients send when they connect, so that an app
+// already limiting through Redis points its client here and changes
+// nothing else.
+//
+// # CL.THROTTLE
+//
+//	CL.THROTTLE key max_burst count period [quantity]
+//
+// allows count per period seconds with a bucket of max_burst+1, spending
+// quantity (default 1) tokens, and replies with redis-cell's five integers:
+//
+//	[limited (0 or 1), max_burst+1, remaining, retry_after, reset_after]
+//
+// retry_after is -1 when allowed, and also when quantity exceeds
+// max_burst+1 (it never fits); reset_after is the time until the bucket is
+// full again. Seconds are rounded as redis-cell rounds them: the whole
+// seconds, plus one when the rest holds at least a millisecond (3.9 s is
+// 4, 0.1 s is 1, 1.0004 s is 1). A denied request consumes nothing;
+// quantity 0 is a peek, allowed (unless the bucket is over full), that
+// stores nothing. The check runs on the Checker as every other check does:
+// a token_bucket of Scale period, Limit count and Burst max_burst+1, in
+// the namespace "CL.THROTTLE", which no rule name can be (rule names are
+// [a-z0-9_.-]) and no ad-hoc check has, so its keys count apart from
+// check_rate's ids and rules. remaining and reset_after are computed from
+// the Decision with redis-cell's formulas (Decision.ResetAfter is exactly
+// TAT − now).
+//
+// Where redis-cell answers an error, the reply is its error, byte for
+// byte: "Cell error: Store error: " followed by "Usage: cl.throttle <key>
+// <max_burst> <count per period> <period> [<quantity>]", "Couldn't parse
+// as integer: ARG" (integers as Rust parses them: an optional sign, digits,
+// no overflow) or "Zero rates are not supported" (count or period 0).
+// Redis sends a module's error as it is, without "ERR". Where redis-cell
+// crashes, overflows or answers nonsense, the reply is "ERR ARG: RULE"
+// instead: max_burst negative or 9223372036854775807 (whose +1 overflows),
+// count or period negative, period over 31622400 s (table.MaxScale), a
+// refill time (max_burst+1) × period/count over table.MaxScale, quantity
+// negative, a key empty, over table.MaxIDLen bytes or not UTF-8.
+//
+// Differences from redis-cell, all at the nanosecond scale: the table's
+// emission interval is period/count rounded up to the nanosecond, where
+// redis-cell truncates it (through a float64), so that the rate is never
+// exceeded; when period/count is not a whole number of nanoseconds, a
+// token here comes back up to a nanosecond later, which can move a
+// reply's seconds across a millisecond boundary, or deny a request made
+// in the very nanosecond redis-cell would first allow it. redis-cell
+// computes remaining in whole microseconds, here in nanoseconds: the two
+// agree whenever period/count is a whole number of microseconds. A key's
+// state is shared by the calls that give it the same period (and, when
+// the refill time exceeds the period, the same refill time); redis-cell
+// keeps one state per key whatever the parameters.
+//
+// # Native commands
+//
+//	RL.CHECK id scale limit [HITS n] [ALGORITHM a] [BURST b]
+//	RL.RULE rule id [HITS n]
+//	RL.REFUND id scale limit HITS n [ALGORITHM a] [BURST b] [WINDOW w]
+//	RL.REFUNDRULE rule id HITS n [WINDOW w]
+//
+// RL.CHECK is check_rate: scale in milliseconds or a Go duration (30s),
+// limit ≥ 1, HITS ≥ 0 (default 1; 0 is a peek), ALGORITHM one of
+// fixed_window (the default), sliding_window, token_bucket, leaky_bucket,
+// BURST ≥ 0. RL.RULE checks under a rule of Options.Rules, in the rule's
+// namespace. Both reply with six integers, check_rate's JSON members:
+//
+//	[allowed (0 or 1), count, limit, remaining, reset_ms, retry_after_ms]
+//
+// with durations rounded up to the millisecond; a shadow rule's denial is
+// allowed 1 with the real count, remaining and retry_after_ms. RL.REFUND
+// and RL.REFUNDRULE give back HITS (≥ 1: the hits given back, where
+// /refund takes them negative) to the bucket of the same limit, only in
+// window w when WINDOW is given (a check_rate answer's Ratelimit-Window),
+// and reply with the same six integers for a peek afterwards. Option names
+// are case-insensitive and may come in any order, each once. Bad input is
+// answered "ERR FIELD: RULE" in check_rate's words (ERR scale: must be
+// between 1ms and 8784h0m0s), a full rate limiter "ERR the rate limiter
+// is full (max buckets); retry", a failing one "ERR the rate limiter ...;
+// retry".
+//
+// # Connection commands
+//
+// PING [msg], ECHO msg, QUIT (+OK, then the connection closes; what was
+// pipelined after it is not run), SELECT 0 (any other database is an
+// error), CLIENT SETNAME/GETNAME/SETINFO/ID, COMMAND [DOCS|INFO|LIST]
+// (an empty array), CONFIG GET name... (save "", appendonly no, databases
+// 1, maxclients, timeout; any other name matches nothing, patterns
+// included), INFO [section...] (server, clients, stats: redis_version
+// 5.0.0, the Redis whose subset is spoken, ratelimitd_version, uptime,
+// connections, commands and checks served and denied), and AUTH. HELLO is
+// answered "ERR unknown command 'HELLO', with args beginning with: " (its
+// arguments, which may hold a password, are not repeated), as a Redis
+// older than 6 answers it, so that clients go on in RESP2. Any other
+// command gets Redis's "ERR unknown command 'NAME', with args beginning
+// with: 'ARG' ...".
+//
+// # AUTH
+//
+// With Options.Password, a connection must send AUTH password (or AUTH
+// default password) before any command but AUTH, HELLO and QUIT, which
+// are answered "NOAUTH Authentication required." (an unknown command is
+// still answered as unknown, as Redis does). A wrong password, or a user
+// other than default, is answered "WRONGPASS invalid username-password
+// pair or user is disabled." and leaves the connection as it was. The
+// password is compared in constant time (of SHA-256 digests, so its length
+// does not show either).
+//
+// # Pipelining
+//
+// The commands a client pipelines, as far as one read of the connection
+// brings them, are answered together: their checks (CL.THROTTLE, RL.CHECK,
+// RL.RULE) are decided in one pass, by EachChecker.CheckEach when the
+// Checker has it, else one Check after another, in order, and every reply
+// is written in order, in one flush. A malformed check is answered in its
+// place, outside the batch. RL.REFUND, RL.REFUNDRULE, INFO and QUIT first
+// decide the checks before them, so that their effect falls in its place.
+//
+// # Limits
+//
+// Each connection holds about 12 KiB of buffers, more only while it reads
+// a long command. A command has at most Options.MaxArgs arguments (32),
+// each at most Options.MaxBulk bytes (4096, above table.MaxIDLen so an
+// over-long id gets its ERR reply), an inline command a line of at most
+// Options.MaxInline bytes (16 KiB): redcon enforces none of these, so the
+// server checks the frames as they arrive, before redcon buffers them. A
+// command over a limit, or not RESP, is answered with Redis's "ERR Protocol
+// error: ..." and its connection is closed; the others go on. At most
+// Options.MaxConns connections are open (10000); one more is answered "ERR
+// max number of clients reached" and closed. A command must arrive within
+// Options.ReadTimeout of its first byte (10 s), a connection that sends
+// nothing for Options.IdleTimeout is closed (5 min), and a batch of
+// replies must be written within Options.WriteTimeout (10 s).
+//
+// # Shutdown
+//
+// Shutdown stops accepting, lets each connection answer the commands it
+// has read, closes it, and returns once every connection is closed (or
+// its ctx ends; then the rest are closed at once and their checks
+// canceled). A check that is canceled before the Checker takes it is not
+// counted.
+package resp
