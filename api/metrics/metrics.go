@@ -57,6 +57,7 @@ var _ api.Recorder = (*Metrics)(nil)
 //	ratelimitd_rules_reloads_total{result="changed|unchanged|error"}
 //	ratelimitd_rules_version, ratelimitd_rules (gauges, after ObserveRules)
 //	ratelimitd_connections*{listener}          (after ObserveConns)
+//	ratelimitd_cluster_*                       (after ObserveCluster)
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -74,6 +75,8 @@ type Metrics struct {
 	observeOnce sync.Once
 	rulesSrc    atomic.Pointer[rules.Store]
 	rulesOnce   sync.Once
+
+	clusterState
 }
 
 // durationBuckets spans 1µs to about 4s, a factor of 4 apart.
