@@ -277,7 +277,7 @@ func newCluster(s *System, cc ClusterConfig) *cluster {
 	cl := &cluster{
 		s:        s,
 		cfg:      cc,
-		log:      s.cfg.Logger.With("component", "cluster"),
+		log:      s.cfg.Logger.With("cluster", cc.Name),
 		n:        cc.VShards,
 		mono:     cc.mono,
 		ttl:      cc.Lease,

@@ -4,97 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors/internal/etcdtest"
 	"github.com/ratelimitd/ratelimitd/table"
 )
-
-// etcdProc is an etcd server of one test, on free loopback ports.
-type etcdProc struct {
-	t       testing.TB
-	dir     string
-	client  string // http://127.0.0.1:port
-	peer    string
-	cmd     *exec.Cmd
-	stopped bool
-}
-
-// freePort returns a loopback port free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startEtcd starts an etcd (Debian's etcd-server; CI installs it) for one
-// test, stopped at its end; without the binary the test is skipped.
-func startEtcd(t testing.TB) *etcdProc {
-	t.Helper()
-	if _, err := exec.LookPath("etcd"); err != nil {
-		t.Skip("etcd is not installed (apt-get install etcd-server): the cluster tests need a real etcd")
-	}
-	e := &etcdProc{t: t, dir: t.TempDir()}
-	e.client = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	e.peer = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	e.start()
-	t.Cleanup(e.stop)
-	return e
-}
-
-func (e *etcdProc) start() {
-	e.t.Helper()
-	e.cmd = exec.Command("etcd", "--data-dir", filepath.Join(e.dir, "data"),
-		"--listen-client-urls", e.client, "--advertise-client-urls", e.client,
-		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
-		"--initial-cluster", "default="+e.peer, "--log-level", "error")
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := os.Create(filepath.Join(e.dir, "etcd.log"))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.cmd.Stdout, e.cmd.Stderr = out, out
-	if err := e.cmd.Start(); err != nil {
-		e.t.Fatalf("start etcd: %v", err)
-	}
-	e.stopped = false
-	host := strings.TrimPrefix(e.client, "http://")
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", host, 100*time.Millisecond); err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(e.dir, "etcd.log"))
-			e.t.Fatalf("etcd did not listen on %s within 20s:\n%s", host, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill kills etcd (SIGKILL) and waits for it.
-func (e *etcdProc) kill() {
-	if e.stopped {
-		return
-	}
-	_ = e.cmd.Process.Kill()
-	_ = e.cmd.Wait()
-	e.stopped = true
-}
-
-func (e *etcdProc) stop() { e.kill() }
 
 // events collects, from the logs of every member, when each served each
 // vshard, to check that no two ever served one at the same moment.
@@ -212,14 +130,14 @@ type member struct {
 // testCluster starts members against one etcd.
 type testCluster struct {
 	t    testing.TB
-	etcd *etcdProc
+	etcd *etcdtest.Etcd
 	name string
 	ev   *events
 }
 
 func newTestCluster(t testing.TB) *testCluster {
 	t.Helper()
-	return &testCluster{t: t, etcd: startEtcd(t), name: strings.ReplaceAll(t.Name(), "/", "-"), ev: newEvents()}
+	return &testCluster{t: t, etcd: etcdtest.Start(t), name: strings.ReplaceAll(t.Name(), "/", "-"), ev: newEvents()}
 }
 
 // config returns the Config of a member with a lease of one second.
@@ -228,7 +146,7 @@ func (tc *testCluster) config(id string) Config {
 		Shards: 4,
 		Logger: slog.New(tc.ev.handler()),
 		Cluster: &ClusterConfig{
-			Etcd:     []string{tc.etcd.client},
+			Etcd:     []string{tc.etcd.URL},
 			Listen:   "127.0.0.1:0",
 			Name:     tc.name,
 			Lease:    time.Second,

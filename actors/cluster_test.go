@@ -161,6 +161,9 @@ func TestClusterLeaveHandsEveryVShardOff(t *testing.T) {
 
 func TestClusterCrashedMembersVShardsAreTakenOverWithinTheLease(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("waits for leases to expire: skipped with -short")
+	}
 	tc := newTestCluster(t)
 	a := tc.start(tc.config("a"))
 	b := tc.start(tc.config("b"))
@@ -193,6 +196,9 @@ func TestClusterCrashedMembersVShardsAreTakenOverWithinTheLease(t *testing.T) {
 
 func TestClusterRestartWithinTheLeaseResumesFromTheJournal(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("waits for leases to expire: skipped with -short")
+	}
 	tc := newTestCluster(t)
 	cfgA := tc.config("a")
 	cfgA.DataDir = t.TempDir()
@@ -260,6 +266,9 @@ func TestClusterCheckAllAcrossOwnersIsAllOrNothing(t *testing.T) {
 
 func TestClusterEtcdDownServesUntilTheLeaseThenFailsClosedAndResumes(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("waits for leases to expire: skipped with -short")
+	}
 	tc := newTestCluster(t)
 	a := tc.start(tc.config("a"))
 	cfgB := tc.config("b")
@@ -270,7 +279,7 @@ func TestClusterEtcdDownServesUntilTheLeaseThenFailsClosedAndResumes(t *testing.
 	onA := table.Request{ID: ownedBy(t, a, "p-"), Policy: table.Policy{Scale: time.Hour, Limit: 1000}, Hits: 1}
 	onB := table.Request{ID: ownedBy(t, b, "q-"), Policy: table.Policy{Scale: time.Hour, Limit: 1000}, Hits: 1}
 	killed := time.Now()
-	tc.etcd.kill()
+	tc.etcd.Kill()
 	// Until its deadline a member serves what it holds, then fails (closed
 	// on a, open on b).
 	for {
@@ -299,7 +308,7 @@ func TestClusterEtcdDownServesUntilTheLeaseThenFailsClosedAndResumes(t *testing.
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	tc.etcd.start()
+	tc.etcd.Restart()
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if _, err := a.Check(context.Background(), onA); err == nil {
 			break

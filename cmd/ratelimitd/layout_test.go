@@ -30,7 +30,7 @@ func TestLayout(t *testing.T) {
 		"actors/clock":           {nil, nil},
 		"actors/clock/clocktest": {[]string{"actors/clock"}, nil},
 		"actors":                 {[]string{"table", "table/journal", "sweeper", "actors/clock", "actors/internal/peer"}, []string{"github.com/asynkron/protoactor-go", "go.etcd.io/etcd", "go.uber.org/zap"}},
-		"actors/actorstest":      {[]string{"actors", "actors/clock/clocktest"}, nil},
+		"actors/actorstest":      {[]string{"actors", "actors/clock/clocktest", "actors/internal/etcdtest"}, nil},
 		"actors/topk":            {nil, nil},
 		"api":                    {[]string{"table"}, nil},
 		"api/httpapi":            {transport, nil},
@@ -50,8 +50,9 @@ func TestLayout(t *testing.T) {
 		"api/internal/yamlconf": {nil, []string{"go.yaml.in/yaml/v3"}},
 		"api/rls":               {[]string{"table", "api/internal/yamlconf"}, []string{"google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy", "google.golang.org/protobuf"}},
 		// grpc has two owners, each serving its own protocol: the Envoy RLS transport and the members' transport.
-		"actors/internal/peer": {nil, []string{"google.golang.org/grpc"}},
-		"cmd/ratelimitd":       {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rules", "sweeper", "table", "table/journal"}, nil},
+		"actors/internal/peer":     {nil, []string{"google.golang.org/grpc"}},
+		"actors/internal/etcdtest": {nil, nil},
+		"cmd/ratelimitd":           {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rules", "sweeper", "table", "table/journal"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}
