@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -260,6 +261,9 @@ func (o *outbox) fly() {
 	var buf []byte
 	var batch []*call
 	for {
+		// Let the callers that are ready run and queue theirs first, so
+		// that a batch is a batch (as the shard owners do).
+		runtime.Gosched()
 		o.mu.Lock()
 		n := min(len(o.pending), maxBatchCalls)
 		if n == 0 {
