@@ -28,6 +28,7 @@ type ClusterStats struct {
 	VShardsOut       int64 // vshards handed off from this member
 	VShardsIn        int64 // vshards handed to this member, with their buckets
 	BucketsOut       int64 // buckets the handoffs from this member carried
+	HandoffNanos     int64 // time the handoffs from this member took, fence to commit, summed
 	Takeovers        int64 // vshards taken from members whose lease expired
 	Claims           int64 // vshards no one had owned
 	OwnershipChanges int64 // vshards that began or stopped serving here
@@ -61,6 +62,7 @@ var clusterSeriesList = []clusterSeries{
 	{"ratelimitd_cluster_handoff_vshards_total", "Vshards moved with their buckets, by direction.", prometheus.Labels{"direction": "out"}, false, func(s *ClusterStats) int64 { return s.VShardsOut }},
 	{"ratelimitd_cluster_handoff_vshards_total", "Vshards moved with their buckets, by direction.", prometheus.Labels{"direction": "in"}, false, func(s *ClusterStats) int64 { return s.VShardsIn }},
 	{"ratelimitd_cluster_handoff_buckets_total", "Buckets the handoffs from this member carried.", nil, false, func(s *ClusterStats) int64 { return s.BucketsOut }},
+	{"ratelimitd_cluster_handoff_seconds_total", "Time the handoffs from this member took, from the fence to the commit, summed (a moving vshard's pause).", nil, false, nil},
 	{"ratelimitd_cluster_takeovers_total", "Vshards taken from members whose lease expired (their buckets start from nothing).", nil, false, func(s *ClusterStats) int64 { return s.Takeovers }},
 	{"ratelimitd_cluster_claims_total", "Vshards claimed that no member had owned.", nil, false, func(s *ClusterStats) int64 { return s.Claims }},
 	{"ratelimitd_cluster_ownership_changes_total", "Vshards that began or stopped serving on this member.", nil, false, func(s *ClusterStats) int64 { return s.OwnershipChanges }},
@@ -99,7 +101,11 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		if s.gauge {
 			kind = prometheus.GaugeValue
 		}
-		ch <- prometheus.MustNewConstMetric(c.descs[i], kind, float64(s.read(&st)))
+		v := float64(st.HandoffNanos) / 1e9 // the one series in seconds
+		if s.read != nil {
+			v = float64(s.read(&st))
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs[i], kind, v)
 	}
 	buckets := make(map[float64]uint64, len(st.BatchSizeBounds))
 	var count uint64
@@ -123,7 +129,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 //	ratelimitd_cluster_received_checks_total, _received_batches_total, _duplicate_batches_total
 //	ratelimitd_cluster_fenced_checks_total, _unavailable_checks_total, _admitted_open_checks_total
 //	ratelimitd_cluster_handoffs_total{result="committed|failed"}
-//	ratelimitd_cluster_handoff_vshards_total{direction="out|in"}, _handoff_buckets_total
+//	ratelimitd_cluster_handoff_vshards_total{direction="out|in"}, _handoff_buckets_total, _handoff_seconds_total
 //	ratelimitd_cluster_takeovers_total, _claims_total, _ownership_changes_total
 //	ratelimitd_cluster_etcd_errors_total, _lease_lapses_total
 //	ratelimitd_cluster_vshards_served, _members, _lease_valid, _epoch (gauges)

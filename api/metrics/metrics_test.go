@@ -220,7 +220,7 @@ func TestMetricsCluster(t *testing.T) {
 			ForwardedChecks: 700, ForwardedBatches: 7,
 			BatchSizeBounds: []int64{1, 10, 100}, BatchSizes: []int64{1, 2, 3, 1},
 			ReceivedChecks: 50, ReceivedBatches: 5, Duplicates: 1, Fenced: 9, Unavailable: 4, AdmittedOpen: 2,
-			HandoffsOut: 3, HandoffFailures: 1, VShardsOut: 80, VShardsIn: 12, BucketsOut: 4000,
+			HandoffsOut: 3, HandoffFailures: 1, VShardsOut: 80, VShardsIn: 12, BucketsOut: 4000, HandoffNanos: 1_500_000_000,
 			Takeovers: 6, Claims: 1024, OwnershipChanges: 1100, EtcdErrors: 8, LeaseLapses: 2,
 			Serving: served.Load(), Members: 3, LeaseValid: true, Epoch: 77,
 		}

@@ -119,7 +119,7 @@ func clusterMetrics(sys *actors.System) func() metrics.ClusterStats {
 			ReceivedChecks: s.ReceivedChecks, ReceivedBatches: s.ReceivedBatches, Duplicates: s.Duplicates,
 			Fenced: s.Fenced, Unavailable: s.Unavailable, AdmittedOpen: s.AdmittedOpen,
 			HandoffsOut: s.HandoffsOut, HandoffFailures: s.HandoffFailures,
-			VShardsOut: s.VShardsOut, VShardsIn: s.VShardsIn, BucketsOut: s.BucketsOut,
+			VShardsOut: s.VShardsOut, VShardsIn: s.VShardsIn, BucketsOut: s.BucketsOut, HandoffNanos: int64(s.HandoffTime),
 			Takeovers: s.Takeovers, Claims: s.Claims, OwnershipChanges: s.OwnershipChanges,
 			EtcdErrors: s.EtcdErrors, LeaseLapses: s.LeaseLapses,
 			Serving: int64(st.Serving), Members: int64(len(st.Members)), LeaseValid: st.LeaseValid, Epoch: st.Epoch,

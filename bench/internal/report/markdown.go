@@ -150,6 +150,7 @@ func Markdown(r *Report, charts []string) []byte {
 	b.sweepLatSection(r)
 	b.journalSection(r)
 	b.inPkgSection(r)
+	b.clusterSection(r)
 
 	if len(r.Notes) > 0 {
 		b.p("## Notes from this run")

@@ -33,6 +33,7 @@ type Report struct {
 	SweepLat *SweepLat
 	Journal  *Journal
 	InPkg    *InPkg
+	Cluster  *Cluster
 	Skipped  map[string]string // section name → why it was not run
 }
 
