@@ -25,7 +25,9 @@ func (s *System) hold(held []*shard) error {
 
 // decideAll decides the requests of a batch on the shards held, which it
 // releases, and journals what was kept. See CheckAll.
-func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, decs []table.Decision) (allowed bool, err error) {
+//
+// With wins (cluster mode), each check's Reservation.Window goes there.
+func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, decs []table.Decision, wins []int64) (allowed bool, err error) {
 	now := s.cfg.Clock.Now()
 	allowed = true
 	// Where the batch is, for a panic to be handled: held[cur] is being
@@ -71,7 +73,12 @@ func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, 
 			if s.cfg.applyHook != nil {
 				s.cfg.applyHook(reqs[i])
 			}
-			decs[i] = t.Apply(reqs[i], now)
+			if wins != nil {
+				r := t.Reserve(reqs[i], now)
+				decs[i], wins[i] = r.Decision, r.Window
+			} else {
+				decs[i] = t.Apply(reqs[i], now)
+			}
 			allowed = allowed && decs[i].Allowed
 			taken[cur]++
 		}

@@ -27,6 +27,13 @@ type call struct {
 	err     error
 	done    chan struct{} // capacity 1; signalled once, by whoever serves the call
 	direct  bool          // its caller serves it (serveDirect): no signal
+
+	// Cluster mode only, set for each use: the vshard of req.ID and the
+	// epoch its caller routed it at (fenced by the owner), and a CheckAll
+	// unit (opAll).
+	vshard int32
+	epoch  int64
+	all    *allCall
 }
 
 // op is what a call asks of its shard.
@@ -73,6 +80,9 @@ func (c *call) reset() {
 func (s *System) call(ctx context.Context, o op, req table.Request) (*call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if s.cl != nil {
+		return s.cl.route(ctx, o, req)
 	}
 	c := s.calls.Get().(*call)
 	c.op, c.req = o, req

@@ -63,4 +63,66 @@
 // Without Config.DataDir state is in memory: a restarted process, or a
 // shard rebuilt after a crash, starts its buckets afresh. With it, see
 // SyncMode for what each sync mode survives.
+//
+// # Cluster mode
+//
+// With Config.Cluster, Systems on several machines are one limiter: any
+// member answers any check, with the same Check. Ids hash (FNV-1a) to a
+// fixed number of virtual shards (ClusterConfig.VShards, kept in etcd);
+// each vshard has one owner at a time, recorded in etcd, and only its
+// owner decides its checks. Placement is rendezvous hashing over the live
+// members, so a join moves about 1/N of the vshards and a leave only the
+// leaver's. Each member holds an etcd lease and renews it every third of
+// its TTL; an epoch is an etcd revision, and a vshard changes hands only in
+// an etcd transaction that compares its epoch and the members' leases.
+//
+// A check for a vshard owned elsewhere is queued for its owner and sent
+// with everything queued for that member in one batch (gRPC, the member
+// transport), which carries each check's vshard and the epoch it was
+// routed at. The owner decides it only if, holding the shard's lock, it
+// serves the vshard at that epoch or a later one and its lease has not
+// lapsed by its own monotonic clock (it stops a tenth of the TTL, at least
+// 100ms, before etcd could expire it); otherwise the check is answered
+// "moved", not counted, and routed again once the sender's view changes.
+// A batch is retried under its id within ClusterConfig.ForwardTimeout,
+// and its receiver answers a batch it has seen with the reply it kept, so
+// a retry never counts twice.
+//
+// When the members change, a vshard moves with its buckets: its owner
+// fences it, freezes its shard's table (copy-on-write), ships its buckets
+// in the table's record format, the new owner restores and journals them,
+// and one etcd transaction makes the new owner current. The vshard is
+// paused for that time, its other vshards are not. Stop hands every vshard
+// off before it stops.
+//
+// Guarantees in cluster mode:
+//
+//   - Exact across members: at any moment at most one member decides a
+//     vshard's checks, so for one bucket no more than its limit is
+//     admitted per window, through joins, graceful leaves and pauses.
+//   - CheckAll whose requests have one owner is that owner's
+//     all-or-nothing unit, as on one node. Across owners, every owner
+//     decides its part all or nothing; if any part is denied, the admitted
+//     parts are refunded, each hit in the window it was counted in
+//     (nothing once that window is over), so a denied CheckAll counts
+//     nothing that is still open; between the two, a concurrent check of
+//     those buckets may see the hits and be denied (never admitted
+//     because of them).
+//   - A member that restarts with its id and data directory before its
+//     lease expired resumes its vshards from its journal, losing nothing.
+//
+// Non-guarantees in cluster mode:
+//
+//   - A crashed member's vshards are taken over, after its lease expires,
+//     by the member placement puts them on, from nothing: a bucket whose
+//     window was open at the crash may admit up to one more limit.
+//   - With etcd unreachable, a member serves the vshards it holds until
+//     its lease deadline, then answers ErrClusterUnavailable (or, with
+//     OnError FailOpen, admits uncounted) until etcd answers again.
+//   - A check whose batch got no answer within ForwardTimeout may or may
+//     not have been counted; it is answered ErrClusterUnavailable.
+//   - The member transport has no TLS and no authentication: keep
+//     ClusterConfig.Listen on a private network.
+//   - A hot id's checks are all decided by its owner: its global
+//     throughput is one member's.
 package actors

@@ -36,6 +36,7 @@ type shard struct {
 	q          inbox
 	buckets    atomic.Int64 // live buckets after the last batch
 	restarts   atomic.Int64 // crashes, each followed by a rebuild
+	cl         *cluster     // cluster mode: fences the batches; nil on a single node
 
 	mu           sync.Mutex   // held while serving; guards the fields below
 	table        *table.Table // nil until Start gives it one
@@ -209,6 +210,9 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 	if sh.broken != nil && !now.Before(sh.retryAt) {
 		sh.reopen(cfg, now)
 	}
+	if sh.cl != nil {
+		batch = sh.cl.fence(batch)
+	}
 	t := sh.table
 	taken := 0
 	for _, k := range batch {
@@ -236,6 +240,9 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 	// Every decision of the batch is made before any is sent, and the
 	// journal takes the batch's changes, in one commit, before any reply.
 	err := sh.finish(cfg, taken)
+	if sh.cl != nil && err == nil {
+		err = sh.cl.lapsedErr() // decided, but perhaps after the lease lapsed
+	}
 	for ; answered < len(batch); answered++ {
 		k := batch[answered]
 		batch[answered] = nil

@@ -39,7 +39,20 @@ var (
 	// check was counted in memory but not made durable, so it is refused.
 	// Errors matching ErrJournal also match ErrUnavailable.
 	ErrJournal = table.ErrJournal
+	// ErrClusterUnavailable: cluster mode: no member decided the check in
+	// time (its owner unreachable, its vshard without a serving owner,
+	// this member's lease lapsed) and ClusterConfig.OnError is FailClosed.
+	// A check that reached its owner may or may not have been counted.
+	// Errors matching ErrClusterUnavailable also match ErrUnavailable.
+	ErrClusterUnavailable error = clusterUnavailable{}
 )
+
+// clusterUnavailable is ErrClusterUnavailable: an error of its own that
+// also matches ErrUnavailable.
+type clusterUnavailable struct{}
+
+func (clusterUnavailable) Error() string        { return "actors: no cluster member could decide in time" }
+func (clusterUnavailable) Is(target error) bool { return target == ErrUnavailable }
 
 // Clock is the time source of a System (see package clock); an alias, so
 // that an embedder need not import the clock package to set Config.Clock.
@@ -127,6 +140,11 @@ type Config struct {
 	// rebuildHook, set only by tests, runs when a crashed shard with a
 	// data directory is about to read its journal again.
 	rebuildHook func()
+
+	// Cluster, if set, makes the System a member of a cluster (see
+	// ClusterConfig): Check, CheckAll, Refund, Reset and Buckets then go
+	// to the owner of the id's vshard, whichever member that is.
+	Cluster *ClusterConfig
 }
 
 func (cfg Config) withDefaults() (Config, error) {
@@ -147,6 +165,16 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("%w: SegmentSize %d is negative", ErrConfig, cfg.SegmentSize)
 	case cfg.SnapshotThreshold < 0:
 		return cfg, fmt.Errorf("%w: SnapshotThreshold %d is negative", ErrConfig, cfg.SnapshotThreshold)
+	}
+	if cfg.Cluster != nil {
+		cc, err := cfg.Cluster.withDefaults()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Cluster = &cc
+		if cfg.Shards == 0 {
+			cfg.Shards = defaultClusterShards(cc.VShards)
+		}
 	}
 	if cfg.MaxBuckets == 0 {
 		cfg.MaxBuckets = DefaultMaxBuckets
@@ -191,6 +219,7 @@ type System struct {
 	sweeping *sweeping        // nil when sweeping is disabled
 	calls    sync.Pool        // of *call
 	lock     *journal.DirLock // nil without a data directory
+	cl       *cluster         // nil unless cluster mode
 
 	stopOnce sync.Once
 	stopErr  error
@@ -232,10 +261,23 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 			return nil, err
 		}
 	}
+	if cc := cfg.Cluster; cc != nil && cc.VShards%cfg.Shards != 0 {
+		if lock != nil {
+			_ = lock.Unlock()
+		}
+		return nil, fmt.Errorf("%w: %d shards do not divide the cluster's %d vshards; choose a divisor (the data directory's shards, if it has any)", ErrConfig, cfg.Shards, cc.VShards)
+	}
 	s := newSystem(cfg, lock)
 	if err := s.start(ctx); err != nil {
 		_ = s.teardown()
 		return nil, err
+	}
+	if s.cl != nil {
+		if err := s.cl.join(ctx); err != nil {
+			s.cl.close(context.Background())
+			s.stopLocal(context.Background())
+			return nil, err
+		}
 	}
 	cfg.Logger.Info("rate limiter started", "shards", cfg.Shards, "sweep_interval", cfg.SweepInterval, "bucket_ttl", cfg.BucketTTL, "data_dir", cfg.DataDir)
 	return s, nil
@@ -254,8 +296,11 @@ func newSystem(cfg Config, lock *journal.DirLock) *System {
 		lock:   lock,
 	}
 	s.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
+	if cfg.Cluster != nil {
+		s.cl = newCluster(s, *cfg.Cluster)
+	}
 	for i := range s.shards {
-		sh := &shard{index: i, dispatcher: newPinned(), root: s.actors.Root}
+		sh := &shard{index: i, dispatcher: newPinned(), root: s.actors.Root, cl: s.cl}
 		if lock == nil {
 			sh.table = table.New(cfg.tableConfig(false))
 		}
@@ -395,6 +440,19 @@ func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.De
 			return nil, false, err
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	if s.cl != nil {
+		return s.cl.checkAll(ctx, reqs)
+	}
+	return s.checkAllLocal(ctx, reqs, nil)
+}
+
+// checkAllLocal is CheckAll on this System's shards. In cluster mode a
+// (the unit, with its vshards and epochs) is fenced once its shards are
+// held, and told where each check's hits were counted.
+func (s *System) checkAllLocal(ctx context.Context, reqs []table.Request, a *allCall) ([]table.Decision, bool, error) {
 	// order holds shard<<32 | index of each request: sorted, it lists the
 	// requests shard by shard, each shard's in their order.
 	order := make([]uint64, len(reqs))
@@ -414,8 +472,22 @@ func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.De
 	if err := s.hold(held); err != nil {
 		return nil, false, err
 	}
+	var wins []int64
+	if a != nil {
+		if err := s.cl.admitAll(a); err != nil {
+			for _, sh := range held {
+				sh.mu.Unlock()
+			}
+			return nil, false, err
+		}
+		wins = make([]int64, len(reqs))
+		a.wins = wins
+	}
 	decs := make([]table.Decision, len(reqs))
-	allowed, err := s.decideAll(held, order, reqs, decs)
+	allowed, err := s.decideAll(held, order, reqs, decs, wins)
+	if a != nil && err == nil {
+		err = s.cl.lapsedErr()
+	}
 	return decs, allowed, err
 }
 
@@ -441,9 +513,28 @@ func (s *System) Stats() Stats {
 // check already queued, then stops the actors and closes the journals. Checks that arrive meanwhile get
 // ErrStopped. Stop is idempotent; ctx bounds the wait.
 func (s *System) Stop(ctx context.Context) error {
-	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
+	s.stopOnce.Do(func() {
+		if s.cl == nil {
+			s.stopErr = s.stop(ctx)
+			return
+		}
+		// A member hands its vshards off first, with at most 3/4 of the
+		// time left, while it still serves the others' checks.
+		lctx := ctx
+		if d, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			lctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(d)*3/4))
+			defer cancel()
+		}
+		s.cl.leave(lctx)
+		s.cl.close(ctx)
+		s.stopErr = s.stop(ctx)
+	})
 	return s.stopErr
 }
+
+// stopLocal stops a System whose Start failed after its shards started.
+func (s *System) stopLocal(ctx context.Context) { _ = s.stop(ctx) }
 
 func (s *System) stop(ctx context.Context) error {
 	for _, sh := range s.shards {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
+	"github.com/ratelimitd/ratelimitd/actors/internal/etcdtest"
 )
 
 // StartSystem starts a System of the default config, stopped (and its Stop
@@ -56,3 +57,11 @@ func StartClockedWith(t testing.TB, cfg actors.Config) (*actors.System, *clockte
 	cfg.Clock, cfg.Shards, cfg.SweepInterval = clk, 1, -1
 	return StartSystemWith(t, cfg), clk
 }
+
+// Etcd is an etcd server of one test (see StartEtcd).
+type Etcd = etcdtest.Etcd
+
+// StartEtcd starts a real etcd for t on free loopback ports, killed when
+// t ends (Etcd.Kill and Etcd.Restart stop and start it meanwhile); a
+// machine without the etcd binary skips t.
+func StartEtcd(t testing.TB) *Etcd { return etcdtest.Start(t) }

@@ -59,6 +59,10 @@ type Options struct {
 	// Metrics, if set, is served on /metrics (with the token), for a
 	// daemon whose public listener serves something else (the proxy).
 	Metrics http.Handler
+	// Cluster, if set, is the status of the cluster this server is a
+	// member of, served as JSON on GET /cluster (with the token); without
+	// it /cluster is 404.
+	Cluster func() any
 }
 
 // Admin route paths.
@@ -69,6 +73,7 @@ const (
 	pathStats   = "/stats"
 	pathHealthz = "/healthz"
 	pathMetrics = "/metrics"
+	pathCluster = "/cluster"
 )
 
 // maxTokenLen is the longest Options.Token accepted.
@@ -86,6 +91,7 @@ type admin struct {
 	changed  func(*rules.Set)
 	log      *slog.Logger
 	metrics  http.Handler // nil: no /metrics here
+	cluster  func() any   // nil: no /cluster here
 	mux      *http.ServeMux
 	mu       sync.Mutex // serializes rule changes, so OnRulesChanged sees them in order
 }
@@ -111,6 +117,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 		changed:   opts.OnRulesChanged,
 		log:       opts.Logger,
 		metrics:   opts.Metrics,
+		cluster:   opts.Cluster,
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -170,6 +177,11 @@ func (a *admin) routes() *http.ServeMux {
 	a.route(mux, pathStats, true, nil, endpoint{http.MethodGet, a.stats})
 	if a.metrics != nil {
 		mux.Handle(pathMetrics, a.withToken(a.metrics.ServeHTTP)) // every method: promhttp's business
+	}
+	if a.cluster != nil {
+		a.route(mux, pathCluster, true, nil, endpoint{http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
+			a.writeJSON(w, http.StatusOK, a.cluster())
+		}})
 	}
 	mux.Handle("/", a.withToken(a.NotFound))
 	return mux

@@ -58,6 +58,7 @@ var _ api.Recorder = (*Metrics)(nil)
 //	ratelimitd_rules_version, ratelimitd_rules (gauges, after ObserveRules)
 //	ratelimitd_connections*{listener}          (after ObserveConns)
 //	ratelimitd_redis_*                         (after ObserveRESP: see RESP)
+//	ratelimitd_cluster_*                       (after ObserveCluster)
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -75,6 +76,8 @@ type Metrics struct {
 	observeOnce sync.Once
 	rulesSrc    atomic.Pointer[rules.Store]
 	rulesOnce   sync.Once
+
+	clusterState
 }
 
 // durationBuckets spans 1µs to about 4s, a factor of 4 apart.

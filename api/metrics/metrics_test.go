@@ -205,3 +205,64 @@ func TestMetricsConns(t *testing.T) {
 		t.Errorf("after a change: got ratelimitd_connections %q, want \"7\"", got)
 	}
 }
+
+func TestMetricsCluster(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	srv := apitest.StartServer(t, &apitest.FakeChecker{}, httpapi.Options{Metrics: m})
+	if _, ok := apitest.Scrape(t, srv.URL)["ratelimitd_cluster_members"]; ok {
+		t.Fatal("cluster series before ObserveCluster")
+	}
+	var served atomic.Int64
+	served.Store(341)
+	m.ObserveCluster(func() metrics.ClusterStats {
+		return metrics.ClusterStats{
+			ForwardedChecks: 700, ForwardedBatches: 7,
+			BatchSizeBounds: []int64{1, 10, 100}, BatchSizes: []int64{1, 2, 3, 1},
+			ReceivedChecks: 50, ReceivedBatches: 5, Duplicates: 1, Fenced: 9, Unavailable: 4, AdmittedOpen: 2,
+			HandoffsOut: 3, HandoffFailures: 1, VShardsOut: 80, VShardsIn: 12, BucketsOut: 4000, HandoffNanos: 1_500_000_000,
+			Takeovers: 6, Claims: 1024, OwnershipChanges: 1100, EtcdErrors: 8, LeaseLapses: 2,
+			Serving: served.Load(), Members: 3, LeaseValid: true, Epoch: 77,
+		}
+	})
+	want := map[string]string{
+		`ratelimitd_cluster_forwarded_checks_total`:                 "700",
+		`ratelimitd_cluster_forwarded_batches_total`:                "7",
+		`ratelimitd_cluster_checks_per_batch_bucket{le="1"}`:        "1",
+		`ratelimitd_cluster_checks_per_batch_bucket{le="10"}`:       "3",
+		`ratelimitd_cluster_checks_per_batch_bucket{le="100"}`:      "6",
+		`ratelimitd_cluster_checks_per_batch_bucket{le="+Inf"}`:     "7",
+		`ratelimitd_cluster_checks_per_batch_count`:                 "7",
+		`ratelimitd_cluster_checks_per_batch_sum`:                   "700",
+		`ratelimitd_cluster_received_checks_total`:                  "50",
+		`ratelimitd_cluster_received_batches_total`:                 "5",
+		`ratelimitd_cluster_duplicate_batches_total`:                "1",
+		`ratelimitd_cluster_fenced_checks_total`:                    "9",
+		`ratelimitd_cluster_unavailable_checks_total`:               "4",
+		`ratelimitd_cluster_admitted_open_checks_total`:             "2",
+		`ratelimitd_cluster_handoffs_total{result="committed"}`:     "3",
+		`ratelimitd_cluster_handoffs_total{result="failed"}`:        "1",
+		`ratelimitd_cluster_handoff_vshards_total{direction="out"}`: "80",
+		`ratelimitd_cluster_handoff_vshards_total{direction="in"}`:  "12",
+		`ratelimitd_cluster_handoff_buckets_total`:                  "4000",
+		`ratelimitd_cluster_takeovers_total`:                        "6",
+		`ratelimitd_cluster_claims_total`:                           "1024",
+		`ratelimitd_cluster_ownership_changes_total`:                "1100",
+		`ratelimitd_cluster_etcd_errors_total`:                      "8",
+		`ratelimitd_cluster_lease_lapses_total`:                     "2",
+		`ratelimitd_cluster_vshards_served`:                         "341",
+		`ratelimitd_cluster_members`:                                "3",
+		`ratelimitd_cluster_lease_valid`:                            "1",
+		`ratelimitd_cluster_epoch`:                                  "77",
+	}
+	got := apitest.Scrape(t, srv.URL)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("got %s %q, want %q", k, got[k], v)
+		}
+	}
+	served.Store(0)
+	if got := apitest.Scrape(t, srv.URL)[`ratelimitd_cluster_vshards_served`]; got != "0" {
+		t.Errorf("after a change: got ratelimitd_cluster_vshards_served %q, want \"0\"", got)
+	}
+}

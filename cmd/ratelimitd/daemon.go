@@ -73,6 +73,9 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 		return nil, exitFailure
 	}
 	prom.Observe(metricsStats(sys))
+	if _, ok := sys.ClusterStatus(); ok {
+		prom.ObserveCluster(clusterMetrics(sys))
+	}
 	d := &running{cfg: cfg, log: log, rules: rs, sys: sys}
 	if !d.listen(ctx, nofile, adminToken, prom) {
 		d.admin.shutdown(context.Background(), log)
@@ -102,6 +105,8 @@ func actorsConfig(cfg *config, log *slog.Logger, prom *metrics.Metrics) actors.C
 
 		MaxBuckets:  cfg.maxBuckets,
 		EvictOldest: cfg.evictOldest,
+
+		Cluster: clusterActorsConfig(&cfg.cluster),
 	}
 }
 

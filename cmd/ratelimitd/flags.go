@@ -50,7 +50,8 @@ type config struct {
 
 	proxy proxyConfig
 
-	redis respConfig
+	redis   respConfig
+	cluster clusterConfig
 }
 
 // parseFlags parses args into a config. On invalid flags it writes a message
@@ -102,6 +103,8 @@ func defaultConfig() config {
 		maxBuckets: actors.DefaultMaxBuckets,
 
 		adminListen: "127.0.0.1:8081",
+
+		cluster: defaultClusterConfig(),
 	}
 }
 
@@ -120,6 +123,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	rulesFlags(fs, cfg)
 	proxyFlags(fs, cfg)
 	respFlags(fs, cfg)
+	clusterFlags(fs, cfg)
 	return fs
 }
 

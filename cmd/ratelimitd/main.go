@@ -19,6 +19,9 @@
 // SIGINT or SIGTERM starts a graceful shutdown: the HTTP and Redis protocol
 // servers stop accepting and drain in-flight requests, then the actor system
 // stops, each step within --shutdown-timeout. Further signals meanwhile are ignored.
+// With --cluster-etcd the daemon is one member of a cluster (package
+// actors, Cluster mode): on SIGTERM it hands its vshards, with their
+// counts, to the other members before it stops.
 //
 // Exit status: 0 after a clean shutdown (or --version, --help), 1 when the
 // daemon could not start or stop cleanly, 2 for invalid flags (nothing is
@@ -36,6 +39,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -93,6 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"max_buckets", cfg.maxBuckets,
 		"evict_oldest", cfg.evictOldest,
 		"proxy_upstream", cfg.proxy.upstream,
+		"cluster_etcd", strings.Join(cfg.cluster.etcd, ","),
 	)
 	d, code := start(ctx, &cfg, log)
 	if d == nil {

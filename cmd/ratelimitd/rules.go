@@ -159,6 +159,7 @@ func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *ac
 		Rules:   rs.store,
 		Token:   tok,
 		Logger:  alog,
+		Cluster: clusterStatus(sys),
 		OnRulesChanged: func(s *rules.Set) {
 			alog.Info("rules changed through the admin API", "version", s.Version(), "rules", s.Len())
 		},

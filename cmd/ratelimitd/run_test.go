@@ -37,6 +37,8 @@ var defaults = config{
 	maxBuckets: actors.DefaultMaxBuckets,
 
 	adminListen: "127.0.0.1:8081",
+
+	cluster: clusterConfig{listen: "127.0.0.1:7946", name: "ratelimitd", lease: 3 * time.Second, vshards: 1024},
 }
 
 func TestParseFlags(t *testing.T) {
@@ -95,6 +97,15 @@ func TestParseFlags(t *testing.T) {
 		})},
 		{[]string{"--ipv6-prefix", "56"}, with(func(c *config) { c.proxy.ipv6Prefix = 56 })},
 		{[]string{"--client-ip-header", "X-Forwarded-For"}, with(func(c *config) { c.proxy.header = "X-Forwarded-For" })},
+		{[]string{"--cluster-etcd", "http://127.0.0.1:2379, https://etcd.internal:2379/"}, with(func(c *config) {
+			c.cluster.etcd = []string{"http://127.0.0.1:2379", "https://etcd.internal:2379"}
+		})},
+		{[]string{"--cluster-listen", "0.0.0.0:7000", "--cluster-advertise", "m1.internal:7000"}, with(func(c *config) {
+			c.cluster.listen, c.cluster.advertise = "0.0.0.0:7000", "m1.internal:7000"
+		})},
+		{[]string{"--cluster-name", "edge-eu.1", "--cluster-lease", "10s", "--cluster-vshards", "4096", "--on-cluster-error", "open"}, with(func(c *config) {
+			c.cluster.name, c.cluster.lease, c.cluster.vshards, c.cluster.onError = "edge-eu.1", 10*time.Second, 4096, actors.FailOpen
+		})},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer

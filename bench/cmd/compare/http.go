@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -177,9 +176,8 @@ func (r *runner) barePeer(ctx context.Context) (*peer, error) {
 }
 
 func (r *runner) ratelimitdPeers(ctx context.Context) ([]*peer, error) {
-	bin := filepath.Join(r.tmp, "ratelimitd")
-	r.logf("building the daemon: go build -o %s ./cmd/ratelimitd (in %s)", bin, r.rootDir)
-	if _, err := goOutput(ctx, r.rootDir, "build", "-o", bin, "./cmd/ratelimitd"); err != nil {
+	bin, err := r.daemon(ctx)
+	if err != nil {
 		return nil, err
 	}
 	data, err := r.sub("ratelimitd-data")

@@ -8,11 +8,13 @@
 // and batched POST /check_rate, gubernator v2, a Redis+Lua front), each
 // server in a child process of its own; 2. embedded limiters in this
 // process; 3. scaling (memory per bucket against Redis, sweep cost, check
-// latency during a sweep, journal sync modes); 4. the ratelimitd module's
-// own Go benchmarks (go test -bench, a child process per package, in the
-// module root; with -short, as a smoke test), run last; 5. the Redis
-// protocol (redis-benchmark against ratelimitd's CL.THROTTLE and a
-// redis-server running Lua limiters and INCR). -only picks sections.
+// latency during a sweep, journal sync modes); 5. the Redis protocol
+// (redis-benchmark against ratelimitd's CL.THROTTLE and a redis-server
+// running Lua limiters and INCR); 6. cluster mode (a real etcd, three
+// members against a single node, and a handoff); 4. the ratelimitd
+// module's own Go benchmarks (go test -bench, a child process per package,
+// in the module root; with -short, as a smoke test), run last. -only picks
+// sections.
 //
 // With -readme PATH (full mode only; make bench-compare passes
 // ../README.md) it also rewrites the block of that file between
@@ -49,7 +51,7 @@ import (
 )
 
 // sections, in the order they run.
-var sections = []string{"http", "embedded", "memory", "sweep", "sweeplat", "journal", "resp", "gobench"}
+var sections = []string{"http", "embedded", "memory", "sweep", "sweeplat", "journal", "resp", "cluster", "gobench"}
 
 type options struct {
 	short       bool
@@ -220,6 +222,7 @@ type runner struct {
 	redisAddr string        // of the Redis child, once started
 	redisProc *proc.Process // the Redis child
 	redisErr  string        // why there is no Redis
+	daemonBin string        // the built daemon, once built
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -250,6 +253,8 @@ func (r *runner) section(ctx context.Context, s string) error {
 		return r.journalSection(ctx)
 	case "resp":
 		return r.respSection(ctx)
+	case "cluster":
+		return r.clusterSection(ctx)
 	case "gobench":
 		return r.gobenchSection(ctx)
 	}

@@ -48,8 +48,12 @@ const (
 
 // Target is one peer's endpoint and the requests to send it.
 type Target struct {
-	Name   string
-	Base   string   // "http://127.0.0.1:PORT": a loopback address, no path
+	Name string
+	Base string // "http://127.0.0.1:PORT": a loopback address, no path
+	// Also lists more servers of the same kind (bases as Base): the
+	// connections are spread over Base and them, round-robin, for a
+	// target that is several servers (cluster members).
+	Also   []string
 	Method string   // GET or POST
 	Paths  []string // GET: request i goes to Base+Paths[i%len]; POST: Paths[0]
 	Bodies [][]byte // POST: request i sends Bodies[i%len]
@@ -106,13 +110,13 @@ type Client struct {
 	Timeout time.Duration
 
 	t     *Target
-	addr  string   // host:port to dial
 	reqs  [][]byte // every request, rendered once
 	conns []conn   // one per goroutine
 }
 
 // conn is one goroutine's connection and buffers.
 type conn struct {
+	addr   string   // host:port to dial
 	nc     net.Conn // nil: not connected
 	br     *bufio.Reader
 	body   []byte // the body given to Target.OK, reused
@@ -125,21 +129,32 @@ func NewClient(t *Target, conns int) (*Client, error) {
 	if conns <= 0 {
 		return nil, fmt.Errorf("%d connections", conns)
 	}
-	u, err := url.Parse(t.Base)
-	if err != nil {
-		return nil, err
+	var addrs []string
+	var u *url.URL // Base's: its host goes in the Host headers
+	for i, base := range append([]string{t.Base}, t.Also...) {
+		ub, err := url.Parse(base)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			u = ub
+		}
+		if ub.Scheme != "http" || ub.Host == "" || ub.User != nil || ub.Path != "" || ub.RawQuery != "" || ub.Fragment != "" {
+			return nil, fmt.Errorf("base %q: want http://HOST:PORT", base)
+		}
+		if ip := net.ParseIP(ub.Hostname()); ub.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, fmt.Errorf("base %q: not a loopback address", base)
+		}
+		port := ub.Port()
+		if port == "" {
+			port = "80"
+		}
+		addrs = append(addrs, net.JoinHostPort(ub.Hostname(), port))
 	}
-	if u.Scheme != "http" || u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("base %q: want http://HOST:PORT", t.Base)
+	c := &Client{Timeout: DefaultTimeout, t: t, conns: make([]conn, conns)}
+	for i := range c.conns {
+		c.conns[i].addr = addrs[i%len(addrs)]
 	}
-	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("base %q: not a loopback address", t.Base)
-	}
-	port := u.Port()
-	if port == "" {
-		port = "80"
-	}
-	c := &Client{Timeout: DefaultTimeout, t: t, addr: net.JoinHostPort(u.Hostname(), port), conns: make([]conn, conns)}
 	switch t.Method {
 	case "GET":
 		if len(t.Paths) == 0 {
@@ -323,7 +338,7 @@ func (c *Client) roundTrip(ctx context.Context, cn *conn, req []byte, now time.T
 	for {
 		if cn.nc == nil {
 			d := net.Dialer{Timeout: c.Timeout}
-			nc, err := d.DialContext(ctx, "tcp", c.addr)
+			nc, err := d.DialContext(ctx, "tcp", cn.addr)
 			if err != nil {
 				return 0, nil, err
 			}

@@ -759,3 +759,28 @@ func BenchmarkNetHTTPClient(b *testing.B) {
 		})
 	}
 }
+
+// TestAlsoSpreadsTheConnections: a target of several servers has its
+// connections spread over them, round-robin.
+func TestAlsoSpreadsTheConnections(t *testing.T) {
+	var served [3]atomic.Int64
+	var srvs [3]*httptest.Server
+	for i := range srvs {
+		srvs[i], _ = countingServer(t, func(w http.ResponseWriter, _ *http.Request) {
+			served[i].Add(1)
+			_, _ = io.WriteString(w, "ok")
+		})
+	}
+	tg := &Target{Name: "three", Base: srvs[0].URL, Also: []string{srvs[1].URL, srvs[2].URL}, Method: http.MethodGet, Paths: []string{"/"}, ChecksPerRequest: 1}
+	if r := runRounds(t, tg, 6, 1, 50*time.Millisecond); r.Err != nil || r.Requests == 0 {
+		t.Fatalf("%d requests, %v", r.Requests, r.Err)
+	}
+	for i := range served {
+		if served[i].Load() == 0 {
+			t.Errorf("server %d got no request (%d, %d, %d)", i, served[0].Load(), served[1].Load(), served[2].Load())
+		}
+	}
+	if _, err := NewClient(&Target{Base: srvs[0].URL, Also: []string{"http://example.com"}, Method: http.MethodGet, Paths: []string{"/"}}, 1); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("a non-loopback Also: %v, want not a loopback address", err)
+	}
+}

@@ -99,7 +99,7 @@ func Goals(r *Report) []Goal {
 	}
 	gs = append(gs, g)
 	gs = append(gs, respGoals(r.RESP)...)
-	return gs
+	return append(gs, clusterGoal(r.Cluster))
 }
 
 // embeddedGoal: at keys, ratelimitd within 3× of the fastest library in

@@ -151,6 +151,7 @@ func Markdown(r *Report, charts []string) []byte {
 	b.journalSection(r)
 	b.inPkgSection(r)
 	b.respSection(r, charts)
+	b.clusterSection(r)
 
 	if len(r.Notes) > 0 {
 		b.p("## Notes from this run")

@@ -34,6 +34,7 @@ type Report struct {
 	Journal  *Journal
 	InPkg    *InPkg
 	RESP     *RESP
+	Cluster  *Cluster
 	Skipped  map[string]string // section name → why it was not run
 }
 

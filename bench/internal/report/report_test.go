@@ -63,6 +63,14 @@ func synthetic() *Report {
 			{Mode: "always", LatStats: scaling.LatStats{Checks: 40_000, Elapsed: time.Second, P50: 3 * time.Millisecond, P99: 17 * time.Millisecond}},
 		}},
 		RESP: syntheticRESP(),
+		Cluster: &Cluster{Members: 3, Conns: 64, Rounds: 2, PerRound: time.Second, Warmup: time.Second, Keys: 1000,
+			Peers: []HTTPPeer{
+				{Name: "single node", Short: ShortSingle, Requests: 30_000, Elapsed: time.Second, ServerCPU: 1.5, P50: time.Millisecond, P99: 4 * time.Millisecond},
+				{Name: "one member of 3", Short: ShortOneMember, Requests: 20_000, Elapsed: time.Second, ServerCPU: 1.6},
+				{Name: "round-robin over 3", Short: ShortRoundRobin, Requests: 20_000, Elapsed: time.Second, ServerCPU: 1.8},
+			},
+			Forwarded: 26_000, Batches: 2_000,
+			Handoff: &Handoff{Buckets: 100_000, VShards: 512, Moved: 50_000, Handoffs: 16, Time: 800 * time.Millisecond}},
 	}
 }
 
@@ -77,6 +85,8 @@ func TestGoals(t *testing.T) {
 		{Miss, "at 1M buckets: 101 B vs 90 B = 1.12×"},
 		{Miss, "300.0k req/s vs redis EVALSHA fixed window 180.0k req/s = 1.67×, vs redis EVALSHA GCRA 250.0k req/s = 1.20×"},
 		{Pass, "60.0k req/s vs redis EVALSHA GCRA 40.0k req/s = 1.50×"},
+		// 0.09 vs 0.05 CPU s per 1k checks with 65% forwarded: (0.05 + 0.04/0.65) / 0.05.
+		{Miss, "0.090 vs 0.050 CPU s per 1k checks, 65% forwarded, 13.0 checks per batch: 2.23×"},
 	}
 	if len(gs) != len(want) {
 		t.Fatalf("got %d goals, want %d: %+v", len(gs), len(want), gs)
@@ -126,6 +136,11 @@ func TestWrite(t *testing.T) {
 		"| ratelimitd GET | GET /check_rate | 31.0k | 31.0k | 0.86× | 1.80 ms | 7.00 ms |",
 		"| ratelimitd batch | POST /check_rate ×100 | 9.00k | 900.0k | 0.25× |",
 		"| 0.021 | /proc | 0.032 |", // the GET peer: 1.3 s / 62k checks × 1000; 2 s / 62k req × 1000
+		"## 5. Cluster mode",
+		"| round-robin over 3 | 20.0k | 0 ns | 0 ns | 0 ns | 0.090 | 1.80× |",
+		"forwarded 26k checks in 2k batches: 13.0 checks per batch (65% of the checks)",
+		"A forwarded check costs 2.23× the CPU of a local one",
+		"512 vshards with 50k buckets moved in 16 handoffs, 800 ms from fence to commit in all: 1.56 ms per vshard, 1.60 s per 100k buckets,",
 		"not run: redis-server not found",
 		"count of user-0 reached 62",
 		"| 1k | uniform | 1 | 1.00M/s, 0.00 allocs | 7.00M/s, 0.00 allocs | 2.00M/s, 2.00 allocs | 0.14× |",

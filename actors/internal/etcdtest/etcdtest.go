@@ -1,0 +1,104 @@
+// Package etcdtest runs a real etcd server (Debian's etcd-server, which
+// .ci/run installs) for one test, on free loopback ports, in the test's
+// temporary directory; a test on a machine without the etcd binary is
+// skipped, saying so. Package actorstest hands it to the tests outside
+// package actors.
+package etcdtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Etcd is one etcd server of a test.
+type Etcd struct {
+	// URL is its client URL, http://127.0.0.1:PORT.
+	URL string
+
+	t       testing.TB
+	dir     string
+	peer    string
+	cmd     *exec.Cmd
+	running bool
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Start starts an etcd for t, killed when t ends; without the etcd binary
+// it skips t.
+func Start(t testing.TB) *Etcd {
+	t.Helper()
+	if _, err := exec.LookPath("etcd"); err != nil {
+		t.Skip("etcd is not installed (apt-get install etcd-server): the cluster tests need a real etcd")
+	}
+	e := &Etcd{t: t, dir: t.TempDir()}
+	e.URL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	e.peer = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	e.Restart()
+	t.Cleanup(e.Kill)
+	return e
+}
+
+// Restart starts the server again (on its data and ports) after Kill, and
+// waits until it accepts connections.
+func (e *Etcd) Restart() {
+	e.t.Helper()
+	if e.running {
+		return
+	}
+	e.cmd = exec.Command("etcd", "--data-dir", filepath.Join(e.dir, "data"),
+		"--listen-client-urls", e.URL, "--advertise-client-urls", e.URL,
+		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
+		"--initial-cluster", "default="+e.peer, "--log-level", "error")
+	// The kernel kills etcd if the test process dies first.
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	logPath := filepath.Join(e.dir, "etcd.log")
+	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer out.Close()
+	e.cmd.Stdout, e.cmd.Stderr = out, out
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatalf("start etcd: %v", err)
+	}
+	e.running = true
+	host := strings.TrimPrefix(e.URL, "http://")
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if c, err := net.DialTimeout("tcp", host, 100*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			e.t.Fatalf("etcd did not listen on %s within 20s:\n%s", host, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill kills the server (SIGKILL) and waits for it; its data stay.
+func (e *Etcd) Kill() {
+	if !e.running {
+		return
+	}
+	_ = e.cmd.Process.Kill()
+	_ = e.cmd.Wait()
+	e.running = false
+}

@@ -1,0 +1,172 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// Errors of a call. Match them with errors.Is.
+var (
+	// ErrUnreachable: the member could not be reached, or the connection
+	// broke or timed out before its reply; the call may or may not have run.
+	ErrUnreachable = errors.New("peer: member unreachable")
+	// ErrRemote: the member's Handler returned an error (its text follows).
+	ErrRemote = errors.New("peer: member failed the call")
+)
+
+// MaxMessage is the largest request or reply, in bytes.
+const MaxMessage = 16 << 20
+
+// MaxBackoff bounds the wait between two attempts to reconnect to a member.
+const MaxBackoff = time.Second
+
+// serviceName names the gRPC service of the members.
+const serviceName = "ratelimitd.cluster.Member"
+
+// Handler answers one call of its method: req is the caller's request,
+// owned by the Handler. A returned error reaches the caller as ErrRemote.
+type Handler func(ctx context.Context, req []byte) ([]byte, error)
+
+// raw is the codec of the calls: a message is a *[]byte, sent as is.
+type raw struct{}
+
+func (raw) Marshal(v any) ([]byte, error) {
+	b, ok := v.(*[]byte)
+	if !ok {
+		return nil, fmt.Errorf("peer: cannot marshal %T", v)
+	}
+	return *b, nil
+}
+
+func (raw) Unmarshal(data []byte, v any) error {
+	b, ok := v.(*[]byte)
+	if !ok {
+		return fmt.Errorf("peer: cannot unmarshal into %T", v)
+	}
+	// A copy: the codec's contract does not say who owns data afterwards.
+	*b = append([]byte(nil), data...)
+	return nil
+}
+
+func (raw) Name() string { return "ratelimitd-raw" }
+
+// Server serves the calls of its Handlers on a listener.
+type Server struct {
+	g *grpc.Server
+}
+
+// NewServer returns a Server dispatching each method named in handlers to
+// its Handler.
+func NewServer(handlers map[string]Handler) *Server {
+	desc := grpc.ServiceDesc{ServiceName: serviceName, HandlerType: (*any)(nil)}
+	for name, h := range handlers {
+		desc.Methods = append(desc.Methods, grpc.MethodDesc{
+			MethodName: name,
+			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				var req []byte
+				if err := dec(&req); err != nil {
+					return nil, err
+				}
+				rep, err := h(ctx, req)
+				if err != nil {
+					return nil, status.Error(codes.Aborted, err.Error())
+				}
+				return &rep, nil
+			},
+		})
+	}
+	g := grpc.NewServer(
+		grpc.ForceServerCodec(raw{}),
+		grpc.MaxRecvMsgSize(MaxMessage),
+		grpc.MaxSendMsgSize(MaxMessage),
+	)
+	g.RegisterService(&desc, struct{}{})
+	return &Server{g: g}
+}
+
+// Serve serves ln until Stop; it returns nil after Stop.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("peer: serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// Stop stops the server: it lets the calls in progress finish until ctx
+// ends, then closes every connection. It is idempotent.
+func (s *Server) Stop(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		s.g.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.g.Stop()
+		<-done
+	}
+}
+
+// Client calls one member. It is safe for concurrent use.
+type Client struct {
+	addr string
+	conn *grpc.ClientConn
+}
+
+// Dial returns a Client of the member at addr (host:port). It does not
+// wait for a connection: the first call makes one.
+func Dial(addr string) (*Client, error) {
+	conn, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(
+			grpc.ForceCodec(raw{}),
+			grpc.MaxCallRecvMsgSize(MaxMessage),
+			grpc.MaxCallSendMsgSize(MaxMessage),
+		),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxBackoff},
+			MinConnectTimeout: time.Second,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("peer: dial %s: %w", addr, err)
+	}
+	return &Client{addr: addr, conn: conn}, nil
+}
+
+// Addr returns the member's address.
+func (c *Client) Addr() string { return c.addr }
+
+// Call calls method on the member with req and returns its reply. An
+// error matches ErrUnreachable, ErrRemote or ctx.Err().
+func (c *Client) Call(ctx context.Context, method string, req []byte) ([]byte, error) {
+	var rep []byte
+	err := c.conn.Invoke(ctx, "/"+serviceName+"/"+method, &req, &rep)
+	if err == nil {
+		return rep, nil
+	}
+	st, _ := status.FromError(err)
+	switch {
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("peer: call %s on %s: %w", method, c.addr, ctx.Err())
+	case st.Code() == codes.Aborted:
+		return nil, fmt.Errorf("%w: %s on %s: %s", ErrRemote, method, c.addr, st.Message())
+	case st.Code() == codes.Unimplemented:
+		return nil, fmt.Errorf("%w: %s on %s: %s", ErrRemote, method, c.addr, strings.TrimSpace(st.Message()))
+	}
+	return nil, fmt.Errorf("%w: %s on %s: %s: %s", ErrUnreachable, method, c.addr, st.Code(), st.Message())
+}
+
+// Close closes the connection; calls in progress fail.
+func (c *Client) Close() error { return c.conn.Close() }

@@ -1,0 +1,151 @@
+package report
+
+import (
+	"fmt"
+	"time"
+)
+
+// Cluster is section 5: cluster mode over HTTP against a single node, and
+// the cost of a handoff.
+type Cluster struct {
+	Members  int
+	Conns    int
+	Rounds   int
+	PerRound time.Duration
+	Warmup   time.Duration
+	Keys     int
+	// Peers: the single node, one member of the cluster loaded alone, and
+	// every member round-robin, ServerCPU summed over all the members.
+	Peers []HTTPPeer
+	// Forwarded and Batches are the checks the members forwarded, and the
+	// batches that carried them, during the cluster's rounds (one member
+	// and round-robin, their warm-ups included).
+	Forwarded, Batches int64
+	Handoff            *Handoff
+	Error              string // why the section has no numbers
+}
+
+// Cluster peer roles, as HTTPPeer.Short.
+const (
+	ShortSingle     = "single node"
+	ShortOneMember  = "one member"
+	ShortRoundRobin = "round-robin"
+)
+
+// Handoff is the cost of moving vshards with their buckets: a member that
+// held every vshard hands its share to a member that joins.
+type Handoff struct {
+	Buckets  int           // buckets held before the join
+	VShards  int64         // vshards handed off
+	Moved    int64         // buckets they carried
+	Handoffs int64         // handoff batches
+	Time     time.Duration // fence to commit, summed over the batches
+	Error    string
+}
+
+// Peer returns the cluster peer with the given Short label, if it has numbers.
+func (c *Cluster) Peer(short string) *HTTPPeer {
+	if c == nil {
+		return nil
+	}
+	for i := range c.Peers {
+		if c.Peers[i].Short == short && c.Peers[i].OK() {
+			return &c.Peers[i]
+		}
+	}
+	return nil
+}
+
+// ForwardedShare is the share of the cluster's checks that were forwarded.
+func (c *Cluster) ForwardedShare() float64 {
+	one, rr := c.Peer(ShortOneMember), c.Peer(ShortRoundRobin)
+	if one == nil || rr == nil || one.Requests+rr.Requests == 0 {
+		return 0
+	}
+	return min(float64(c.Forwarded)/float64(one.Requests+rr.Requests), 1)
+}
+
+// ForwardCost is the CPU of a forwarded check ÷ the CPU of a local one:
+// the round-robin CPU per check is the single node's plus, for the share
+// forwarded, the cost of forwarding.
+func (c *Cluster) ForwardCost() (float64, bool) {
+	single, rr := c.Peer(ShortSingle), c.Peer(ShortRoundRobin)
+	share := c.ForwardedShare()
+	if single == nil || rr == nil || share == 0 || single.CPUPer1kChecks() == 0 {
+		return 0, false
+	}
+	local := single.CPUPer1kChecks()
+	return (local + (rr.CPUPer1kChecks()-local)/share) / local, true
+}
+
+// GoalClusterForward is the goal of a forwarded check's cost.
+const GoalClusterForward = "cluster-forward"
+
+func clusterGoal(c *Cluster) Goal {
+	g := Goal{ID: GoalClusterForward, Name: "cluster mode: a forwarded check costs ≤ 2× the CPU of a local check", Target: "≤ 2×", Status: NotMeasured}
+	if x, ok := c.ForwardCost(); ok {
+		g.Status = status(x <= 2)
+		g.Measured = fmt.Sprintf("%.3f vs %.3f CPU s per 1k checks, %.0f%% forwarded, %.1f checks per batch: %.2f×",
+			c.Peer(ShortRoundRobin).CPUPer1kChecks(), c.Peer(ShortSingle).CPUPer1kChecks(), 100*c.ForwardedShare(), perBatch(c), x)
+	}
+	return g
+}
+
+func perBatch(c *Cluster) float64 {
+	if c.Batches == 0 {
+		return 0
+	}
+	return float64(c.Forwarded) / float64(c.Batches)
+}
+
+func (b *md) clusterSection(r *Report) {
+	b.p("## 5. Cluster mode")
+	b.p("")
+	if b.skipped(r, "cluster") || r.Cluster == nil {
+		return
+	}
+	c := r.Cluster
+	if c.Error != "" {
+		b.p("Not run: %s.", c.Error)
+		b.p("")
+		return
+	}
+	b.p("A single-node daemon, and %d daemons in one cluster (a real etcd, `--cluster-etcd`, 1024 vshards), all on these cores;", c.Members)
+	b.p("the load client as in section 1 (%d connections, %s ids, a %s warm-up, %d rounds of %s, rotating). \"one member\" loads one", c.Conns, count(c.Keys), c.Warmup, c.Rounds, c.PerRound)
+	b.p("member only; \"round-robin\" spreads the connections over every member. Most checks are forwarded to the member")
+	b.p("that owns their vshard; the server CPU of the cluster rows is summed over all its members.")
+	b.p("")
+	single := c.Peer(ShortSingle)
+	var rows [][]string
+	for i := range c.Peers {
+		p := &c.Peers[i]
+		if !p.OK() {
+			rows = append(rows, []string{p.Name, "—", "—", "—", "—", "—", "not run: " + p.Error})
+			continue
+		}
+		ratio := "—"
+		if single != nil {
+			ratio = fmt.Sprintf("%.2f×", p.CPUPer1kChecks()/single.CPUPer1kChecks())
+		}
+		rows = append(rows, []string{p.Name, rate(p.ReqPerSec()), dur(p.P50), dur(p.P99), dur(p.P999), fmt.Sprintf("%.3f", p.CPUPer1kChecks()), ratio})
+	}
+	b.table([]string{"", "req/s", "p50", "p99", "p99.9", "server CPU s per 1k checks", "÷ single node"}, rows)
+	b.p("During the cluster's rounds (warm-ups included) the members forwarded %s checks in %s batches: %.1f checks per batch (%.0f%% of the checks).",
+		count(int(c.Forwarded)), count(int(c.Batches)), perBatch(c), 100*c.ForwardedShare())
+	if x, ok := c.ForwardCost(); ok {
+		b.p("A forwarded check costs %.2f× the CPU of a local one (the round-robin CPU per check is the single node's plus, for the share forwarded, the forwarding's).", x)
+	}
+	b.p("")
+	if h := c.Handoff; h != nil {
+		b.p("Handoff: a member holding %s buckets in all 1024 vshards hands its share to a member that joins.", count(h.Buckets))
+		switch {
+		case h.Error != "":
+			b.p("Not measured: %s.", h.Error)
+		case h.VShards > 0 && h.Moved > 0:
+			b.p("%d vshards with %s buckets moved in %d handoffs, %s from fence to commit in all: %s per vshard, %s per 100k buckets,",
+				h.VShards, count(int(h.Moved)), h.Handoffs, dur(h.Time), dur(h.Time/time.Duration(h.VShards)), dur(time.Duration(float64(h.Time)*1e5/float64(h.Moved))))
+			b.p("%s per handoff (a moving vshard's pause).", dur(h.Time/time.Duration(max(h.Handoffs, 1))))
+		}
+		b.p("")
+	}
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api/metrics"
+)
+
+// clusterConfig is what the cluster flags say; etcd empty is no cluster.
+type clusterConfig struct {
+	etcd      []string
+	listen    string
+	advertise string
+	name      string
+	lease     time.Duration
+	vshards   int
+	onError   actors.FailurePolicy
+}
+
+func defaultClusterConfig() clusterConfig {
+	return clusterConfig{
+		listen:  "127.0.0.1:7946",
+		name:    actors.DefaultClusterName,
+		lease:   actors.DefaultLease,
+		vshards: actors.DefaultVShards,
+	}
+}
+
+// clusterFlags defines the flags of cluster mode.
+func clusterFlags(fs *flag.FlagSet, cfg *config) {
+	c := &cfg.cluster
+	fs.Func("cluster-etcd", "comma-separated etcd `URLs` (http://host:port); turns cluster mode on: this process is one member of a limiter whose membership and vshard owners live in that etcd (default: off, one process)", func(s string) error {
+		var eps []string
+		for e := range strings.SplitSeq(s, ",") {
+			u, err := url.Parse(strings.TrimSpace(e))
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
+				return errors.New("must be comma-separated http or https URLs with a host and a port, such as http://127.0.0.1:2379")
+			}
+			eps = append(eps, u.Scheme+"://"+u.Host)
+		}
+		c.etcd = eps
+		return nil
+	})
+	addrFlag(fs, &c.listen, "cluster-listen", "`address` (host:port) the other members send forwarded checks and handoffs to; keep it on a private network: it has no TLS and no authentication (default 127.0.0.1:7946)")
+	fs.Func("cluster-advertise", "`address` (host:port) the other members reach this one at (default: the --cluster-listen address)", func(s string) error {
+		if err := checkListenAddr(s); err != nil {
+			return err
+		}
+		if h, p, _ := net.SplitHostPort(s); h == "" || p == "0" {
+			return errors.New("must be host:port with a host and a port other than 0")
+		}
+		c.advertise = s
+		return nil
+	})
+	fs.Func("cluster-name", "the cluster's `name`, the prefix of its keys in etcd: letters, digits, '-', '_' and '.' (default ratelimitd)", func(s string) error {
+		if s == "" || len(s) > 64 || strings.TrimLeft(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "" {
+			return errors.New("must be 1 to 64 letters, digits, '-', '_' or '.'")
+		}
+		c.name = s
+		return nil
+	})
+	fs.Func("cluster-lease", "TTL of the member's etcd lease, whole seconds: a member that cannot renew it stops serving before it could expire, and a crashed member's vshards are served again by the others about this long after (default 3s)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Second || d%time.Second != 0 || d > time.Hour {
+			return errors.New("must be a whole number of seconds from 1s to 1h, such as 3s")
+		}
+		c.lease = d
+		return nil
+	})
+	intFlag(fs, &c.vshards, "cluster-vshards", "`number` of virtual shards ids hash to, fixed for the cluster's life (kept in etcd): a member started with another number is refused (default 1024)", 1, actors.MaxVShards)
+	choiceFlag(fs, "on-cluster-error", "what a check does when no member can decide it in time (its owner unreachable, no lease: etcd down): closed answers 503 with Retry-After, open admits it uncounted (default closed)", false, []string{"closed", "open"}, func(i int, _ string) {
+		c.onError = []actors.FailurePolicy{actors.FailClosed, actors.FailOpen}[i]
+	})
+}
+
+// clusterActorsConfig is the actors' cluster config of the flags, or nil
+// without --cluster-etcd.
+func clusterActorsConfig(c *clusterConfig) *actors.ClusterConfig {
+	if len(c.etcd) == 0 {
+		return nil
+	}
+	return &actors.ClusterConfig{
+		Etcd:      c.etcd,
+		Listen:    c.listen,
+		Advertise: c.advertise,
+		Name:      c.name,
+		Lease:     c.lease,
+		VShards:   c.vshards,
+		OnError:   c.onError,
+	}
+}
+
+// clusterStatus is GET /cluster of the admin API.
+func clusterStatus(sys *actors.System) func() any {
+	if _, ok := sys.ClusterStatus(); !ok {
+		return nil
+	}
+	return func() any {
+		st, _ := sys.ClusterStatus()
+		return st
+	}
+}
+
+// clusterMetrics returns what the cluster metrics read of sys at every
+// scrape.
+func clusterMetrics(sys *actors.System) func() metrics.ClusterStats {
+	return func() metrics.ClusterStats {
+		st, _ := sys.ClusterStatus()
+		s := st.Stats
+		return metrics.ClusterStats{
+			ForwardedChecks: s.ForwardedChecks, ForwardedBatches: s.ForwardedBatches,
+			BatchSizeBounds: actors.BatchSizeBounds[:], BatchSizes: s.BatchSizes,
+			ReceivedChecks: s.ReceivedChecks, ReceivedBatches: s.ReceivedBatches, Duplicates: s.Duplicates,
+			Fenced: s.Fenced, Unavailable: s.Unavailable, AdmittedOpen: s.AdmittedOpen,
+			HandoffsOut: s.HandoffsOut, HandoffFailures: s.HandoffFailures,
+			VShardsOut: s.VShardsOut, VShardsIn: s.VShardsIn, BucketsOut: s.BucketsOut, HandoffNanos: int64(s.HandoffTime),
+			Takeovers: s.Takeovers, Claims: s.Claims, OwnershipChanges: s.OwnershipChanges,
+			EtcdErrors: s.EtcdErrors, LeaseLapses: s.LeaseLapses,
+			Serving: int64(st.Serving), Members: int64(len(st.Members)), LeaseValid: st.LeaseValid, Epoch: st.Epoch,
+		}
+	}
+}
