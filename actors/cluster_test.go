@@ -325,3 +325,43 @@ func TestClusterEtcdDownServesUntilTheLeaseThenFailsClosedAndResumes(t *testing.
 	}
 	tc.ev.check(t)
 }
+
+// TestClusterCheckEachRoutesToTheOwners: a CheckEach on one member decides
+// each check at its vshard's owner, so a pipeline on one member and checks
+// on another share the limit exactly.
+func TestClusterCheckEachRoutesToTheOwners(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t)
+	a := tc.start(tc.config("a"))
+	b := tc.start(tc.config("b"))
+	tc.settle(a, b)
+	ctx := context.Background()
+	for _, owner := range []*member{a, b} {
+		id := ownedBy(t, owner, "each-")
+		req := table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: 100}, Hits: 1}
+		reqs := make([]table.Request, 150)
+		for i := range reqs {
+			reqs[i] = req
+		}
+		decs := make([]table.Decision, len(reqs))
+		if err := a.CheckEach(ctx, reqs, decs); err != nil {
+			t.Fatalf("CheckEach: %v", err)
+		}
+		allowed := 0
+		for i, d := range decs {
+			if d.Allowed {
+				allowed++
+				if d.Count != int64(i+1) {
+					t.Fatalf("check %d: got count %d, want %d (in order)", i, d.Count, i+1)
+				}
+			}
+		}
+		if allowed != 100 {
+			t.Fatalf("id owned by %s: CheckEach on a admitted %d of 150, want 100", owner.cl.id, allowed)
+		}
+		if d, err := b.Check(ctx, req); err != nil || d.Allowed || d.Count != 100 {
+			t.Fatalf("id owned by %s, a check on b after the pipeline: got %+v, %v, want denied at count 100", owner.cl.id, d, err)
+		}
+	}
+	tc.ev.check(t)
+}

@@ -62,7 +62,11 @@ func (s *System) CheckEach(ctx context.Context, reqs []table.Request, decs []tab
 		}
 		order = order[:0]
 	}
-	if len(order) > 0 {
+	switch {
+	case len(order) == 0:
+	case s.cl != nil:
+		s.checkEachRouted(ctx, order, reqs, decs, fail)
+	default:
 		s.checkEach(ctx, order, reqs, decs, fail)
 	}
 	if len(failed) == 0 {
@@ -72,6 +76,23 @@ func (s *System) CheckEach(ctx context.Context, reqs []table.Request, decs []tab
 		return cmp.Compare(a.(*table.IndexError).Index, b.(*table.IndexError).Index)
 	})
 	return errors.Join(failed...)
+}
+
+// checkEachRouted decides the valid requests listed by order one by one,
+// in the order of reqs, each routed to its vshard's owner as Check routes
+// it: in cluster mode a shard of this member may hold vshards it no longer
+// owns, so its batches cannot be served here unfenced.
+func (s *System) checkEachRouted(ctx context.Context, order []uint64, reqs []table.Request, decs []table.Decision, fail func(int, error)) {
+	for _, e := range order {
+		i := int(uint32(e))
+		c, err := s.call(ctx, opCheck, reqs[i])
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		decs[i] = c.res.Decision
+		s.release(c)
+	}
 }
 
 // checkEach serves the valid requests listed by order (see CheckEach) and
