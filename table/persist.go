@@ -311,6 +311,13 @@ func (t *Table) setRef(ref uint64, v uint32) {
 	m := &t.refs
 	if ref >= uint64(len(m.dense)) && ref <= 2*uint64(len(m.dense))+4096 {
 		m.dense = append(m.dense, make([]uint32, ref+1-uint64(len(m.dense)))...)
+		// References bound while they were beyond the slice move into it.
+		for r, sv := range m.sparse {
+			if r < uint64(len(m.dense)) {
+				m.dense[r] = sv
+				delete(m.sparse, r)
+			}
+		}
 	}
 	switch {
 	case ref < uint64(len(m.dense)):

@@ -411,3 +411,21 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+// TestRefMapKeepsReferencesBoundBeyondItsSlice: a snapshot writes its
+// buckets in key order, not slot order, so a large reference can be bound
+// before the slice of references grows past it; it must stay bound.
+func TestRefMapKeepsReferencesBoundBeyondItsSlice(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{})
+	tb.setRef(50_000, 7) // far beyond the empty slice: kept aside
+	for ref := uint64(1); ref <= 60_000; ref += 997 {
+		tb.setRef(ref, uint32(ref))
+	}
+	if len(tb.refs.dense) <= 50_000 {
+		t.Fatalf("the slice holds %d references: the test does not grow it past 50,000", len(tb.refs.dense))
+	}
+	if slot, ok := tb.refSlot(50_000); !ok || slot != 6 {
+		t.Fatalf("reference 50,000: got slot %d, %v; want 6, true", slot, ok)
+	}
+}
