@@ -38,7 +38,7 @@ func TestLayout(t *testing.T) {
 		"api/proxy":              {transport, nil},
 		"api/admin":              {transport, nil},
 		"api/metrics":            {[]string{"api", "api/rules"}, []string{"github.com/prometheus/client_golang"}},
-		"api/rules":              {[]string{"table", "api/internal/yamlconf"}, []string{"github.com/fsnotify/fsnotify"}},
+		"api/rules":              {[]string{"table", "api/internal/yamlconf", "api/internal/filewatch"}, nil},
 		"api/clientip":           {nil, nil},
 		"api/client":             {[]string{"table", "api/internal/jsonstr"}, nil},
 		"api/resp":               {[]string{"table", "api/rules"}, []string{"github.com/tidwall/redcon"}},
@@ -48,8 +48,10 @@ func TestLayout(t *testing.T) {
 		"api/internal/apitest":   {[]string{"api", "api/httpapi", "api/rules", "table"}, nil},
 		// yamlconf owns yaml for the config formats (api/rules, api/rls).
 		"api/internal/yamlconf": {nil, []string{"go.yaml.in/yaml/v3"}},
-		"api/rls":               {[]string{"table", "api/internal/yamlconf"}, []string{"google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy", "google.golang.org/protobuf"}},
-		"cmd/ratelimitd":        {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rules", "sweeper", "table", "table/journal"}, nil},
+		// filewatch owns fsnotify for the reloads of the config files.
+		"api/internal/filewatch": {nil, []string{"github.com/fsnotify/fsnotify"}},
+		"api/rls":                {[]string{"table", "api/internal/yamlconf"}, []string{"google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy", "google.golang.org/protobuf"}},
+		"cmd/ratelimitd":         {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rules", "sweeper", "table", "table/journal"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}
