@@ -57,6 +57,7 @@ var _ api.Recorder = (*Metrics)(nil)
 //	ratelimitd_rules_reloads_total{result="changed|unchanged|error"}
 //	ratelimitd_rules_version, ratelimitd_rules (gauges, after ObserveRules)
 //	ratelimitd_connections*{listener}          (after ObserveConns)
+//	ratelimitd_rls_*                           (after NewRLS: Envoy's RLS, see RLS)
 type Metrics struct {
 	reg *prometheus.Registry
 

@@ -37,7 +37,7 @@ func TestLayout(t *testing.T) {
 		"api/middleware":         {transport, nil},
 		"api/proxy":              {transport, nil},
 		"api/admin":              {transport, nil},
-		"api/metrics":            {[]string{"api", "api/rules"}, []string{"github.com/prometheus/client_golang"}},
+		"api/metrics":            {[]string{"api", "api/rules", "api/rls"}, []string{"github.com/prometheus/client_golang"}},
 		"api/rules":              {[]string{"table", "api/internal/yamlconf", "api/internal/filewatch"}, nil},
 		"api/clientip":           {nil, nil},
 		"api/client":             {[]string{"table", "api/internal/jsonstr"}, nil},
