@@ -22,6 +22,7 @@ type running struct {
 	rules  *ruleSet
 	sys    *actors.System
 	admin  *adminServer // nil without the admin API
+	rls    *rlsServer   // nil without --grpc-listen and --rls-config
 	srv    *http.Server
 	ln     net.Listener // the public listener, capped
 	served chan error   // Serve's return
@@ -54,9 +55,16 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 		log.Error("cannot load the rules", "err", err)
 		return nil, exitFailure
 	}
+	rl, err := startRLS(cfg, log, prom)
+	if err != nil {
+		rs.close()
+		log.Error("cannot load the RLS config", "err", err)
+		return nil, exitFailure
+	}
 	sys, err := actors.Start(ctx, actorsConfig(cfg, log, prom))
 	if err != nil {
 		rs.close()
+		rl.close()
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			log.Info("stopped while starting", "cause", context.Cause(ctx))
 			return nil, exitOK
@@ -68,7 +76,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 		return nil, exitFailure
 	}
 	prom.Observe(metricsStats(sys))
-	d := &running{cfg: cfg, log: log, rules: rs, sys: sys}
+	d := &running{cfg: cfg, log: log, rules: rs, sys: sys, rls: rl}
 	if !d.listen(ctx, nofile, adminToken, prom) {
 		d.admin.shutdown(context.Background(), log)
 		d.stop()
@@ -117,6 +125,10 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 			"max_conns", budget.maxConns, "descriptors_needed", need, "descriptor_limit", nofile)
 	}
 
+	if err := d.rls.listen(d.sys, budget.maxConns, prom); err != nil {
+		log.Error("cannot start the Rate Limit Service", "err", err)
+		return false
+	}
 	var handler http.Handler
 	if cfg.proxy.upstream != "" {
 		// Proxy mode: the public listener proxies everything; metrics are
@@ -128,6 +140,7 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 			Metrics:    prom,
 			Logger:     log.With("component", "api"),
 			Rules:      d.rules.store,
+			Routes:     d.rls.routes(),
 		})
 	}
 	if err != nil {
@@ -184,8 +197,10 @@ func (d *running) shutdown(ctx context.Context, serveErr error) int {
 		code = exitFailure
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.shutdownTimeout)
+	waitGRPC := d.rls.drain(shutdownCtx)
 	err := d.srv.Shutdown(shutdownCtx)
 	d.admin.shutdown(shutdownCtx, log)
+	waitGRPC()
 	cancel()
 	if err != nil {
 		log.Warn("HTTP server did not drain in time; closing the remaining connections", "err", err)
@@ -209,6 +224,7 @@ func (d *running) shutdown(ctx context.Context, serveErr error) int {
 // stop stops the actors and then the rules' watcher, and reports whether
 // the actors stopped cleanly.
 func (d *running) stop() bool {
+	d.rls.close()
 	ok := stopActors(d.log, d.sys, d.cfg.shutdownTimeout)
 	d.rules.close()
 	return ok

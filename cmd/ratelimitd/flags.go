@@ -49,6 +49,8 @@ type config struct {
 	adminTokenFile string
 
 	proxy proxyConfig
+
+	rls rlsConfig
 }
 
 // parseFlags parses args into a config. On invalid flags it writes a message
@@ -117,6 +119,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	journalFlags(fs, cfg)
 	rulesFlags(fs, cfg)
 	proxyFlags(fs, cfg)
+	rlsFlags(fs, cfg)
 	return fs
 }
 

@@ -51,7 +51,7 @@ func TestLayout(t *testing.T) {
 		// filewatch owns fsnotify for the reloads of the config files.
 		"api/internal/filewatch": {nil, []string{"github.com/fsnotify/fsnotify"}},
 		"api/rls":                {[]string{"table", "api/internal/yamlconf", "api/internal/filewatch"}, []string{"google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy", "google.golang.org/protobuf"}},
-		"cmd/ratelimitd":         {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rules", "sweeper", "table", "table/journal"}, nil},
+		"cmd/ratelimitd":         {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rls", "api/rules", "sweeper", "table", "table/journal"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}

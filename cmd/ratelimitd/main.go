@@ -2,7 +2,9 @@
 // GET/POST /check_rate, /refund, /healthz and /metrics over HTTP (package
 // api/httpapi), or, as ratelimitd proxy, limits the requests it proxies to
 // an upstream (api/proxy), counting in an embedded actor system (package
-// actors), with the admin API (api/admin) on a listener of its own.
+// actors), with the admin API (api/admin) on a listener of its own and,
+// with --grpc-listen, Envoy's Rate Limit Service over gRPC (api/rls), whose
+// POST /json is on the public listener.
 //
 // Usage:
 //
