@@ -47,7 +47,7 @@ import (
 )
 
 // sections, in the order they run.
-var sections = []string{"http", "embedded", "memory", "sweep", "sweeplat", "journal", "gobench"}
+var sections = []string{"http", "rls", "embedded", "memory", "sweep", "sweeplat", "journal", "gobench"}
 
 type options struct {
 	short       bool
@@ -236,6 +236,8 @@ func (r *runner) section(ctx context.Context, s string) error {
 	switch s {
 	case "http":
 		return r.httpSection(ctx)
+	case "rls":
+		return r.rlsSection(ctx)
 	case "embedded":
 		return r.embeddedSection(ctx)
 	case "memory":

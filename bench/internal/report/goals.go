@@ -98,7 +98,7 @@ func Goals(r *Report) []Goal {
 		}
 	}
 	gs = append(gs, g)
-	return gs
+	return append(gs, rlsGoals(r)...)
 }
 
 // embeddedGoal: at keys, ratelimitd within 3× of the fastest library in

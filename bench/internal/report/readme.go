@@ -172,6 +172,9 @@ func readmeRows(r *Report) []readmeRow {
 		x.ours = notMeasured
 	}
 	add(x)
+	for _, x := range rlsReadmeRows(r, goal) {
+		add(x)
+	}
 
 	// The sweep.
 	sweepRow := func(what string, pts func(*Sweep) sweepCurve, label func(p sweepPointLabel) string) {
