@@ -56,6 +56,9 @@ type rlsServer struct {
 // when neither --grpc-listen nor --rls-config is set.
 func startRLS(cfg *config, log *slog.Logger, prom *metrics.Metrics) (*rlsServer, error) {
 	if !cfg.rls.on() {
+		if cfg.rls.shadow || cfg.rls.responseHeaders || cfg.rls.countOverLimit {
+			log.Warn("--rls-shadow, --rls-response-headers and --rls-count-over-limit do nothing without --grpc-listen or --rls-config")
+		}
 		return nil, nil
 	}
 	r := &rlsServer{cfg: cfg.rls, log: log.With("component", "rls"), stopHUP: func() {}, obs: metrics.NewRLS(prom)}

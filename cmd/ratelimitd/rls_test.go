@@ -2,8 +2,11 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/ratelimitd/ratelimitd/api/metrics"
 )
 
 // TestConnCapsGRPC: the gRPC listener takes its share of the descriptors,
@@ -53,5 +56,25 @@ func TestRLSFlags(t *testing.T) {
 	var out strings.Builder
 	if _, err := parseFlags([]string{"--grpc-listen", "8082"}, &out); err == nil || !strings.Contains(out.String(), "-grpc-listen: must be host:port") {
 		t.Errorf("--grpc-listen 8082: got %v, output %q; want an error naming the flag", err, out.String())
+	}
+}
+
+// TestRLSOffWarnsAboutModes: the modes without the service start nothing
+// and say that they do nothing.
+func TestRLSOffWarnsAboutModes(t *testing.T) {
+	t.Parallel()
+	cfg := defaults
+	cfg.rls.shadow = true
+	var logs strings.Builder
+	r, err := startRLS(&cfg, slog.New(slog.NewTextHandler(&logs, nil)), metrics.New())
+	if err != nil || r != nil {
+		t.Fatalf("startRLS without --grpc-listen or --rls-config: got %v, %v; want nothing started", r, err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "do nothing without --grpc-listen or --rls-config") {
+		t.Errorf("logs %q, want a warning that the modes do nothing", logs.String())
+	}
+	logs.Reset()
+	if r, err := startRLS(&defaults, slog.New(slog.NewTextHandler(&logs, nil)), metrics.New()); err != nil || r != nil || logs.Len() != 0 {
+		t.Errorf("no RLS flags: got %v, %v, logs %q; want nothing started or said", r, err, logs.String())
 	}
 }
