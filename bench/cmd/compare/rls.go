@@ -298,7 +298,7 @@ func (r *runner) rlsReference(ctx context.Context, reqs []*rlsv3.RateLimitReques
 	r.rep.Commands = append(r.rep.Commands, report.Command{
 		What: "envoyproxy/ratelimit (its defaults otherwise: fixed windows in Redis, denied hits counted)",
 		Line: "GOBIN=$TMP/bin go install " + rlsRefCmd + "@" + rlsRefVersion + " && " +
-			strings.ReplaceAll(strings.Join(env, " "), runtime, "$TMP/rls-ref-runtime") + " $TMP/bin/service_cmd   # $TMP/rls-ref-runtime/ratelimit/config/bench.yaml: the same config",
+			rlsShownEnv(env, runtime) + " $TMP/bin/service_cmd   # $TMP/rls-ref-runtime/ratelimit/config/bench.yaml: the same config",
 	})
 	p, _, err := proc.Start(ctx, proc.Options{Name: "envoyproxy/ratelimit", Path: filepath.Join(gobin, "service_cmd"), Env: env})
 	if err != nil {
@@ -343,4 +343,23 @@ func (r *runner) rlsReference(ctx context.Context, reqs []*rlsv3.RateLimitReques
 			}
 		},
 	}, nil
+}
+
+// rlsShownEnv is env as RESULTS.md shows it: the run's directory as
+// $TMP/rls-ref-runtime, and free ports (which change every run) as PORT.
+func rlsShownEnv(env []string, runtime string) string {
+	shown := make([]string, len(env))
+	for i, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasSuffix(k, "PORT"):
+			v = "PORT"
+		case k == "REDIS_URL":
+			v = "127.0.0.1:PORT"
+		case v == runtime:
+			v = "$TMP/rls-ref-runtime"
+		}
+		shown[i] = k + "=" + v
+	}
+	return strings.Join(shown, " ")
 }
