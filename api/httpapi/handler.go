@@ -42,6 +42,10 @@ type Options struct {
 	// means no rules: a check by rule is answered 400. Changes to the
 	// Store are seen by the very next check.
 	Rules *rules.Store
+	// Routes serves more paths beside the check API, each by its exact
+	// path (the daemon mounts Envoy RLS's POST /json here); each handler
+	// answers its own methods. A path of the check API is refused.
+	Routes map[string]http.Handler
 }
 
 // Route paths.
@@ -60,6 +64,7 @@ type handler struct {
 	rules    *rules.Store // nil: no rules
 	metrics  Metrics      // nil: nothing recorded
 	promh    http.Handler
+	routes   map[string]http.Handler // Options.Routes
 	log      *slog.Logger
 	batches  sync.Pool // of *batchBuf
 }
@@ -75,7 +80,7 @@ type batchBuf struct {
 
 // NewHandler returns the HTTP handler of ratelimitd: GET and POST
 // /check_rate and /refund, GET /healthz and, when opts.Metrics is set, GET
-// /metrics (README.md is their contract). A known path with the wrong
+// /metrics (README.md is their contract), and opts.Routes. A known path with the wrong
 // method is answered 405 with an Allow header, an unknown path 404, both
 // with a JSON error body. The handler is safe for concurrent use.
 func NewHandler(c api.Checker, opts Options) (http.Handler, error) {
@@ -83,11 +88,21 @@ func NewHandler(c api.Checker, opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	for p, rh := range opts.Routes {
+		switch p {
+		case pathCheckRate, pathRefund, pathHealthz, pathMetrics:
+			return nil, fmt.Errorf("%w: Routes: %s is a route of the check API", api.ErrInvalidOption, p)
+		}
+		if rh == nil {
+			return nil, fmt.Errorf("%w: Routes: the handler of %s is nil", api.ErrInvalidOption, p)
+		}
+	}
 	h := &handler{
 		Responder: httpwire.Responder{DenyStatus: deny},
 		checker:   c,
 		rules:     opts.Rules,
 		metrics:   opts.Metrics,
+		routes:    opts.Routes,
 		log:       opts.Logger,
 	}
 	if h.log == nil {
@@ -128,6 +143,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.promh.ServeHTTP(w, r)
 	default:
+		if rh, ok := h.routes[r.URL.Path]; ok {
+			rh.ServeHTTP(w, r)
+			return
+		}
 		h.NotFound(w, r)
 	}
 }

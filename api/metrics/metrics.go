@@ -59,6 +59,7 @@ var _ api.Recorder = (*Metrics)(nil)
 //	ratelimitd_connections*{listener}          (after ObserveConns)
 //	ratelimitd_redis_*                         (after ObserveRESP: see RESP)
 //	ratelimitd_cluster_*                       (after ObserveCluster)
+//	ratelimitd_rls_*                           (after NewRLS: Envoy's RLS, see RLS)
 type Metrics struct {
 	reg *prometheus.Registry
 

@@ -1,6 +1,8 @@
 package rls
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -26,6 +28,12 @@ var (
 	ErrNoFiles = errors.New("rls: no config files")
 	// ErrOption is matched by every error NewService returns for options it cannot use.
 	ErrOption = errors.New("rls: invalid option")
+	// ErrClosed is returned (wrapped, in ReloadResult.Err) by
+	// Watcher.Reload after Close, or when Close interrupts it.
+	ErrClosed = errors.New("rls: watcher closed")
+	// ErrUnsettled is returned (wrapped, in ReloadResult.Err) when the
+	// config kept changing between the reads of one reload.
+	ErrUnsettled = errors.New("rls: config kept changing")
 )
 
 // ConfigError is a fault in a config file: the file, the line, the field
@@ -61,6 +69,7 @@ func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
 type Config struct {
 	domains map[string]*level
 	files   []string
+	digest  [32]byte // of the files' names and contents, in load order
 }
 
 // Domains returns the configured domains, sorted.
@@ -191,28 +200,52 @@ func (s *Store) Swap(c *Config) *Config { return s.p.Swap(c) }
 // on success, Store.Swap, so a bad file leaves the last good config in
 // force.
 func Load(path string) (*Config, error) {
+	files, err := readFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(files...)
+}
+
+// readFiles reads the config files at path (see Load), each named by its
+// path.
+func readFiles(path string) ([]File, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("rls: config: %w", err)
 	}
-	files := []string{path}
+	names := []string{path}
 	if info.IsDir() {
-		if files, err = configFiles(path); err != nil {
+		if names, err = configFiles(path); err != nil {
 			return nil, err
 		}
 	}
-	c := &Config{domains: map[string]*level{}}
-	owner := map[string]string{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
+	files := make([]File, len(names))
+	for i, name := range names {
+		data, err := os.ReadFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("rls: config: %w", err)
 		}
-		if err := c.add(f, data, owner); err != nil {
-			return nil, err
+		files[i] = File{Name: name, Data: data}
+	}
+	return files, nil
+}
+
+// digestOf returns the SHA-256 of the names and contents of files, in
+// order, each length-prefixed so that no two lists share one.
+func digestOf(files []File) [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range files {
+		for _, b := range [][]byte{[]byte(f.Name), f.Data} {
+			binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+			h.Write(n[:])
+			h.Write(b)
 		}
 	}
-	return c, nil
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // configFiles lists the config files of dir.
@@ -243,7 +276,7 @@ func configFiles(dir string) ([]string, error) {
 // Parse builds a Config from the contents of config files, given as
 // (name, data) pairs in load order, with Load's rules.
 func Parse(files ...File) (*Config, error) {
-	c := &Config{domains: map[string]*level{}}
+	c := &Config{domains: map[string]*level{}, digest: digestOf(files)}
 	owner := map[string]string{}
 	for _, f := range files {
 		if err := c.add(f.Name, f.Data, owner); err != nil {

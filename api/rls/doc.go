@@ -43,8 +43,11 @@
 // literal), and a descriptor's key and value are matched as a pair, not as
 // the string key_value.
 //
-// A Config is immutable. A reload calls Load and, if it succeeds,
-// Store.Swap: every check sees the old config or the new one whole.
+// A Config is immutable. A Watcher keeps a Store in step with the files
+// (reloading on change, and on Reload, which the daemon calls on SIGHUP):
+// a reload reads them until two reads agree and, if they are valid,
+// Store.Swap puts the new Config in force whole, so that every check sees
+// the old config or the new one; a bad file keeps the last good config.
 //
 // # Matching and answers
 //

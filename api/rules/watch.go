@@ -1,19 +1,15 @@
 package rules
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/ratelimitd/ratelimitd/api/internal/filewatch"
 )
 
 // The triggers of a reload, as reported in ReloadResult.Trigger.
@@ -87,29 +83,18 @@ type ReloadResult struct {
 // A Watcher is safe for concurrent use.
 type Watcher struct {
 	path     string // absolute and clean
-	dir      string
 	st       *Store
 	onResult func(ReloadResult)
 	log      *slog.Logger
-	debounce time.Duration
 	settle   time.Duration
-	// sleep waits d, or until stop is closed (then it reports false).
-	sleep func(stop <-chan struct{}, d time.Duration) bool
-	fw    *fsnotify.Watcher
-	// names holds the names in dir whose events trigger a reload; the event
-	// loop reads it without waiting for a reload in progress.
-	names atomic.Pointer[map[string]bool]
+	sleep    filewatch.SleepFunc
+	fw       *filewatch.Watcher
+	done     <-chan struct{} // closed when the event loop has returned
 
-	mu      sync.Mutex // serialises reloads; guards the fields below
-	closed  bool
+	// Under the watcher's lock (fw.Do):
 	applied bool     // whether sum and version are set
 	sum     [32]byte // SHA-256 of the bytes applied last
 	version uint64   // the Store's version after they were applied
-
-	stop      chan struct{} // closed by Close
-	done      chan struct{} // closed when the event loop returns
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // NewWatcher starts watching the rules file at path for st. It reloads the
@@ -123,7 +108,7 @@ type Watcher struct {
 // or Reload's caller). It must not call Reload or Close. logger, if nil,
 // discards.
 func NewWatcher(path string, st *Store, onResult func(ReloadResult), logger *slog.Logger) (*Watcher, error) {
-	return newWatcher(path, st, onResult, logger, watchTiming{debounce: DefaultDebounce, settle: settleDelay, sleep: sleepOrStop})
+	return newWatcher(path, st, onResult, logger, watchTiming{debounce: DefaultDebounce, settle: settleDelay, sleep: filewatch.Sleep})
 }
 
 // watchTiming is a Watcher's clock: the debounce of file events, the
@@ -131,18 +116,6 @@ func NewWatcher(path string, st *Store, onResult func(ReloadResult), logger *slo
 type watchTiming struct {
 	debounce, settle time.Duration
 	sleep            func(stop <-chan struct{}, d time.Duration) bool
-}
-
-// sleepOrStop waits d, or until stop is closed; it reports whether d passed.
-func sleepOrStop(stop <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-stop:
-		return false
-	}
 }
 
 // newWatcher is NewWatcher with the clock given.
@@ -154,70 +127,21 @@ func newWatcher(path string, st *Store, onResult func(ReloadResult), logger *slo
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, fmt.Errorf("rules: watch %s: %w", abs, err)
-	}
 	w := &Watcher{
 		path:     abs,
-		dir:      filepath.Dir(abs),
 		st:       st,
 		onResult: onResult,
 		log:      logger.With("path", abs),
-		debounce: clock.debounce,
 		settle:   clock.settle,
 		sleep:    clock.sleep,
-		fw:       fw,
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
 	}
-	if err := fw.Add(w.dir); err != nil {
-		fw.Close()
-		return nil, fmt.Errorf("rules: watch %s: %w", w.dir, err)
+	if w.fw, err = filewatch.New(abs, clock.debounce, func() { w.Reload(TriggerFile) }, w.log); err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
 	}
+	w.done = w.fw.Done()
 	w.Reload(TriggerStart)
-	go w.loop()
+	w.fw.Start()
 	return w, nil
-}
-
-// loop turns file-system events into debounced reloads until Close.
-func (w *Watcher) loop() {
-	defer close(w.done)
-	timer := time.NewTimer(w.debounce)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case ev, ok := <-w.fw.Events:
-			if !ok {
-				return
-			}
-			if w.relevant(ev.Name) {
-				timer.Reset(w.debounce)
-			}
-		case err, ok := <-w.fw.Errors:
-			if !ok {
-				return
-			}
-			w.log.Warn("rules: watching the rules file", "err", err)
-			// Events may have been lost: reload to be sure.
-			timer.Reset(w.debounce)
-		case <-timer.C:
-			w.Reload(TriggerFile)
-		}
-	}
-}
-
-// relevant reports whether an event for name may have changed the file.
-func (w *Watcher) relevant(name string) bool {
-	name = filepath.Clean(name)
-	if filepath.Dir(name) != w.dir {
-		return false
-	}
-	names := w.names.Load()
-	return names != nil && (*names)[filepath.Base(name)]
 }
 
 // Reload reloads the file now, reports the result to onResult and returns it.
@@ -227,34 +151,33 @@ func (w *Watcher) relevant(name string) bool {
 // interrupts it, it returns a result whose Err matches ErrClosed, without
 // reporting it.
 func (w *Watcher) Reload(trigger string) ReloadResult {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
+	var res ReloadResult
+	ran := w.fw.Do(func(stop <-chan struct{}) {
+		res = w.reload(stop, trigger)
+		if errors.Is(res.Err, ErrClosed) {
+			return
+		}
+		switch {
+		case res.Err != nil:
+			w.log.Error("rules: reload failed; keeping the current rules", "trigger", trigger, "version", res.Version, "rules", res.Rules, "err", res.Err)
+		case res.Changed:
+			w.log.Info("rules: reloaded", "trigger", trigger, "version", res.Version, "rules", res.Rules)
+		default:
+			w.log.Debug("rules: reload found no change", "trigger", trigger, "version", res.Version, "rules", res.Rules)
+		}
+		if w.onResult != nil {
+			w.onResult(res)
+		}
+	})
+	if !ran {
 		cur := w.st.Current()
 		return ReloadResult{Version: cur.Version(), Rules: cur.Len(), Err: fmt.Errorf("rules: reload %s: %w", w.path, ErrClosed), Trigger: trigger}
-	}
-	res := w.reload(trigger)
-	if errors.Is(res.Err, ErrClosed) {
-		return res
-	}
-	switch {
-	case res.Err != nil:
-		w.log.Error("rules: reload failed; keeping the current rules", "trigger", trigger, "version", res.Version, "rules", res.Rules, "err", res.Err)
-	case res.Changed:
-		w.log.Info("rules: reloaded", "trigger", trigger, "version", res.Version, "rules", res.Rules)
-	default:
-		w.log.Debug("rules: reload found no change", "trigger", trigger, "version", res.Version, "rules", res.Rules)
-	}
-	if w.onResult != nil {
-		w.onResult(res)
 	}
 	return res
 }
 
-// reload makes one attempt; w.mu is held.
-func (w *Watcher) reload(trigger string) ReloadResult {
-	names := linkNames(w.path, w.dir)
-	w.names.Store(&names)
+// reload makes one attempt, under the watcher's lock; stop is closed by Close.
+func (w *Watcher) reload(stop <-chan struct{}, trigger string) ReloadResult {
 	cur := w.st.Current()
 	res := ReloadResult{Version: cur.Version(), Rules: cur.Len(), Trigger: trigger}
 	data, err := os.ReadFile(w.path)
@@ -266,7 +189,7 @@ func (w *Watcher) reload(trigger string) ReloadResult {
 	if w.applied && sum == w.sum && cur.Version() == w.version {
 		return res
 	}
-	if data, err = w.settled(data); err != nil {
+	if data, err = w.settled(stop, data); err != nil {
 		res.Err = fmt.Errorf("rules: reload %s: %w", w.path, err)
 		return res
 	}
@@ -291,58 +214,19 @@ func (w *Watcher) reload(trigger string) ReloadResult {
 // settled reads the file again, w.settle after each read, until a read
 // agrees with the one before, starting from data, the first read; it returns
 // the bytes two reads agreed on.
-func (w *Watcher) settled(data []byte) ([]byte, error) {
-	for range maxSettleReads - 1 {
-		if !w.sleep(w.stop, w.settle) {
-			return nil, ErrClosed
-		}
-		again, err := os.ReadFile(w.path)
-		if err != nil {
-			return nil, err
-		}
-		if bytes.Equal(again, data) {
-			return data, nil
-		}
-		data = again
+func (w *Watcher) settled(stop <-chan struct{}, data []byte) ([]byte, error) {
+	data, err := filewatch.Settle(stop, w.sleep, w.settle, maxSettleReads, data, func() ([]byte, error) { return os.ReadFile(w.path) })
+	switch {
+	case errors.Is(err, filewatch.ErrStopped):
+		return nil, ErrClosed
+	case errors.Is(err, filewatch.ErrUnsettled):
+		return nil, fmt.Errorf("%w: %d reads %v apart all differed", ErrUnsettled, maxSettleReads, w.settle)
 	}
-	return nil, fmt.Errorf("%w: %d reads %v apart all differed", ErrUnsettled, maxSettleReads, w.settle)
-}
-
-// linkNames returns the names in dir whose events may change the file at
-// path: its own, and the first element, within dir, of each symlink on the
-// way to the real file (for a Kubernetes ConfigMap volume, "..data").
-func linkNames(path, dir string) map[string]bool {
-	names := map[string]bool{filepath.Base(path): true}
-	p := path
-	for range 16 {
-		target, err := os.Readlink(p)
-		if err != nil {
-			break
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(p), target)
-		}
-		if rel, err := filepath.Rel(dir, target); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			first, _, _ := strings.Cut(rel, string(filepath.Separator))
-			names[first] = true
-		}
-		p = target
-	}
-	return names
+	return data, err
 }
 
 // Close stops watching and waits for the event loop to return; a reload in
 // progress finishes first (one waiting for the file to settle stops waiting
 // and applies nothing), and onResult is not called after Close returns.
 // It is idempotent and returns the error of closing the fsnotify watcher.
-func (w *Watcher) Close() error {
-	w.closeOnce.Do(func() {
-		close(w.stop) // first: it ends a reload's settle wait
-		w.mu.Lock()
-		w.closed = true
-		w.mu.Unlock()
-		<-w.done
-		w.closeErr = w.fw.Close()
-	})
-	return w.closeErr
-}
+func (w *Watcher) Close() error { return w.fw.Close() }

@@ -1,18 +1,15 @@
 package rules
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/api/internal/yamlconf"
 	"github.com/ratelimitd/ratelimitd/table"
-	"go.yaml.in/yaml/v3"
 )
 
 // The keys of the file format, in the order Marshal writes them.
@@ -79,15 +76,13 @@ func parseFile(data []byte) ([]Rule, error) {
 		return nil, err
 	}
 	line := 0
-	if doc != nil && len(doc.Content) > 0 {
-		if top := resolve(doc.Content[0]); top.Kind == yaml.MappingNode {
-			for k := 0; k+1 < len(top.Content); k += 2 {
-				if key := resolve(top.Content[k]); key.Value == "rules" {
-					if v := resolve(top.Content[k+1]); v.Kind == yaml.SequenceNode {
-						return rules, nil // "rules: []"
-					}
-					line = key.Line
+	if doc.Kind == yamlconf.Mapping {
+		for _, p := range doc.Pairs {
+			if p.Key.Value == "rules" {
+				if p.Value.Kind == yamlconf.Sequence {
+					return rules, nil // "rules: []"
 				}
+				line = p.Key.Line
 			}
 		}
 	}
@@ -108,16 +103,11 @@ func Marshal(rules []Rule) ([]byte, error) {
 	for i, r := range norm {
 		out.Rules[i] = encode(r)
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(out); err != nil {
+	data, err := yamlconf.Marshal(out)
+	if err != nil {
 		return nil, fmt.Errorf("rules: marshal: %w", err)
 	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("rules: marshal: %w", err)
-	}
-	return buf.Bytes(), nil
+	return data, nil
 }
 
 // yamlFile is the file as Marshal writes it.
@@ -126,96 +116,65 @@ type yamlFile struct {
 }
 
 // The file as decodeStrict reads it: every key of the format, and no other
-// (KnownFields), with the values left as nodes for walkFile to judge.
+// (KnownFields), with the values left for walkFile to judge.
 type (
 	strictFile struct {
 		Rules []strictRule `yaml:"rules"`
 	}
 	strictRule struct {
-		Name      yaml.Node    `yaml:"name"`
-		Algorithm yaml.Node    `yaml:"algorithm"`
-		Scale     yaml.Node    `yaml:"scale"`
-		Limit     yaml.Node    `yaml:"limit"`
-		Burst     yaml.Node    `yaml:"burst"`
-		Shadow    yaml.Node    `yaml:"shadow"`
-		Key       yaml.Node    `yaml:"key"`
+		Name      yamlconf.Any `yaml:"name"`
+		Algorithm yamlconf.Any `yaml:"algorithm"`
+		Scale     yamlconf.Any `yaml:"scale"`
+		Limit     yamlconf.Any `yaml:"limit"`
+		Burst     yamlconf.Any `yaml:"burst"`
+		Shadow    yamlconf.Any `yaml:"shadow"`
+		Key       yamlconf.Any `yaml:"key"`
 		Match     *strictMatch `yaml:"match"`
 	}
 	strictMatch struct {
-		Prefix yaml.Node `yaml:"prefix"`
-		Method yaml.Node `yaml:"method"`
-		Host   yaml.Node `yaml:"host"`
+		Prefix yamlconf.Any `yaml:"prefix"`
+		Method yamlconf.Any `yaml:"method"`
+		Host   yamlconf.Any `yaml:"host"`
 	}
 )
 
 // decodeStrict decodes data into the file's structure with KnownFields, so
 // that the YAML library itself rejects unknown and repeated keys.
 func decodeStrict(data []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var f strictFile
-	err := dec.Decode(&f)
-	if err == nil || errors.Is(err, io.EOF) {
-		return nil
+	if err := yamlconf.DecodeStrict(data, &f); err != nil {
+		return yamlError(err)
 	}
-	var te *yaml.TypeError
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		return lineError(te.Errors[0])
-	}
-	return lineError(err.Error())
+	return nil
 }
 
-// decodeDocument parses data into a node tree; it returns nil for an empty
-// input and an error for a syntax error or a second document.
-func decodeDocument(data []byte) (*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil
-		}
-		return nil, lineError(err.Error())
+// decodeDocument parses data, which must hold at most one YAML document,
+// into a node tree: a Null node for an empty input.
+func decodeDocument(data []byte) (*yamlconf.Node, error) {
+	doc, err := yamlconf.ParseOne(data)
+	if err != nil {
+		return nil, yamlError(err)
 	}
-	var next yaml.Node
-	switch err := dec.Decode(&next); {
-	case errors.Is(err, io.EOF):
-		return &doc, nil
-	case err != nil:
-		return nil, lineError(err.Error())
-	}
-	line := next.Line
-	if len(next.Content) > 0 {
-		line = next.Content[0].Line
-	}
-	return nil, &Error{Index: -1, Message: "must hold one YAML document, not several", Line: line}
+	return doc, nil
 }
 
-// lineError turns a message of the YAML library, "yaml: line N: PROBLEM" or
-// "line N: PROBLEM", into an *Error with Line N.
-func lineError(msg string) *Error {
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	e := &Error{Index: -1, Message: msg}
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if num, problem, ok := strings.Cut(rest, ": "); ok {
-			if n, err := strconv.Atoi(num); err == nil && n > 0 {
-				e.Line, e.Message = n, problem
-			}
-		}
+// yamlError turns an error of yamlconf (a syntax error, a second
+// document, aliases past its bounds) into an *Error of the file.
+func yamlError(err error) *Error {
+	var ye *yamlconf.Error
+	if errors.As(err, &ye) {
+		return &Error{Index: -1, Message: ye.Msg, Line: ye.Line}
 	}
-	return e
+	return &Error{Index: -1, Message: err.Error()}
 }
 
 // walkFile turns the document into rules, checking everything Parse promises.
-func walkFile(doc *yaml.Node) ([]Rule, error) {
+func walkFile(top *yamlconf.Node) ([]Rule, error) {
 	rules := []Rule{}
-	if doc == nil || len(doc.Content) == 0 {
-		return rules, nil
-	}
-	top := resolve(doc.Content[0])
 	if isNull(top) {
 		return rules, nil
 	}
-	if top.Kind != yaml.MappingNode {
+	if top.Kind != yamlconf.Mapping {
 		return nil, &Error{Index: -1, Message: `must be a mapping with the key "rules"`, Line: top.Line}
 	}
 	fields, e := keysOf(top, fileKeys, "", func(field, msg string, line int) *Error {
@@ -228,12 +187,12 @@ func walkFile(doc *yaml.Node) ([]Rule, error) {
 	if list == nil || isNull(list) {
 		return rules, nil
 	}
-	if list.Kind != yaml.SequenceNode {
+	if list.Kind != yamlconf.Sequence {
 		return nil, &Error{Index: -1, Field: "rules", Message: "must be a list of rules", Line: list.Line}
 	}
-	c := newChecker(true, len(list.Content))
-	for i, item := range list.Content {
-		r, f, e := walkRule(i, resolve(item))
+	c := newChecker(true, len(list.Items))
+	for i, item := range list.Items {
+		r, f, e := walkRule(i, item)
 		if e != nil {
 			return nil, e
 		}
@@ -248,15 +207,15 @@ func walkFile(doc *yaml.Node) ([]Rule, error) {
 
 // walkRule turns the node of rule i into a valid Rule in canonical form
 // (buildRule), and returns its fields, which know the line of each.
-func walkRule(i int, n *yaml.Node) (Rule, fields, *Error) {
-	if n.Kind != yaml.MappingNode {
+func walkRule(i int, n *yamlconf.Node) (Rule, fields, *Error) {
+	if n.Kind != yamlconf.Mapping {
 		return Rule{}, nil, &Error{Index: i, Message: "must be a mapping with name, scale and limit", Line: n.Line}
 	}
 	var name string // read first, so that every error can carry it
-	for k := 0; k+1 < len(n.Content); k += 2 {
-		if key := resolve(n.Content[k]); key.Kind == yaml.ScalarNode && key.Value == "name" {
-			if v := resolve(n.Content[k+1]); v.Kind == yaml.ScalarNode && !isNull(v) {
-				name = v.Value
+	for _, p := range n.Pairs {
+		if p.Key.Kind == yamlconf.Scalar && p.Key.Value == "name" {
+			if p.Value.Kind == yamlconf.Scalar {
+				name = p.Value.Value
 			}
 			break
 		}
@@ -278,7 +237,7 @@ func walkRule(i int, n *yaml.Node) (Rule, fields, *Error) {
 // yamlFields is a mapping of a rules file, a rule or its match, for
 // buildRule.
 type yamlFields struct {
-	values map[string]*yaml.Node // by key, aliases resolved
+	values map[string]*yamlconf.Node // by key, aliases resolved
 	// lines holds the line of every field of the rule, by its name
 	// ("match.prefix" for a key of the match), and of the rule itself ("").
 	lines map[string]int
@@ -287,14 +246,14 @@ type yamlFields struct {
 func (y *yamlFields) has(key string) bool { v := y.values[key]; return v != nil && !isNull(v) }
 
 func (y *yamlFields) scalar(key string) (string, bool) {
-	if v := y.values[key]; v != nil && v.Kind == yaml.ScalarNode && !isNull(v) {
+	if v := y.values[key]; v != nil && v.Kind == yamlconf.Scalar {
 		return v.Value, true
 	}
 	return "", false
 }
 
 func (y *yamlFields) text(key string) (string, bool) {
-	if v := y.values[key]; v != nil && v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" {
+	if v := y.values[key]; v != nil && v.Kind == yamlconf.Scalar && v.Tag == "!!str" {
 		return v.Value, true
 	}
 	return "", false
@@ -302,20 +261,13 @@ func (y *yamlFields) text(key string) (string, bool) {
 
 func (y *yamlFields) integer(key string) (int64, bool) { return intNode(y.values[key]) }
 
-func (y *yamlFields) boolean(key string) (bool, bool) {
-	var b bool
-	v := y.values[key]
-	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&b) != nil {
-		return false, false
-	}
-	return b, true
-}
+func (y *yamlFields) boolean(key string) (bool, bool) { return y.values[key].Boolean() }
 
 func (y *yamlFields) scale(key string) (time.Duration, string) { return scaleNode(y.values[key]) }
 
 func (y *yamlFields) sub(key string, known []string, fail failFunc) (fields, bool, *Error) {
 	v := y.values[key]
-	if v.Kind != yaml.MappingNode {
+	if v.Kind != yamlconf.Mapping {
 		return nil, false, nil
 	}
 	values, e := keysOf(v, known, key+".", fail)
@@ -334,17 +286,17 @@ func (y *yamlFields) line(field string) int { return y.lines[field] }
 
 // keysOf returns the values of the mapping n by key, after checking that
 // every key is one of known, given once. Errors name the key with prefix.
-func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, msg string, line int) *Error) (map[string]*yaml.Node, *Error) {
-	values := make(map[string]*yaml.Node, len(n.Content)/2)
-	keyLine := make(map[string]int, len(n.Content)/2)
-	for k := 0; k+1 < len(n.Content); k += 2 {
-		key := resolve(n.Content[k])
-		if key.Kind != yaml.ScalarNode {
+func keysOf(n *yamlconf.Node, known []string, prefix string, fail func(field, msg string, line int) *Error) (map[string]*yamlconf.Node, *Error) {
+	values := make(map[string]*yamlconf.Node, len(n.Pairs))
+	keyLine := make(map[string]int, len(n.Pairs))
+	for _, p := range n.Pairs {
+		key := p.Key
+		if key.Kind != yamlconf.Scalar && key.Kind != yamlconf.Null {
 			return nil, fail(strings.TrimSuffix(prefix, "."), "has a key that is not a string", key.Line)
 		}
 		name := key.Value
 		switch {
-		case key.ShortTag() == "!!merge":
+		case key.Tag == "!!merge":
 			return nil, fail(prefix+name, "merge keys are not supported", key.Line)
 		case !slices.Contains(known, name):
 			return nil, fail(prefix+name, msgUnknown, key.Line)
@@ -353,21 +305,21 @@ func keysOf(n *yaml.Node, known []string, prefix string, fail func(field, msg st
 			return nil, fail(prefix+name, fmt.Sprintf("is set twice (first on line %d)", first), key.Line)
 		}
 		keyLine[name] = key.Line
-		values[name] = resolve(n.Content[k+1])
+		values[name] = p.Value
 	}
 	return values, nil
 }
 
 // scaleNode reads a scale: an integer number of milliseconds, or a string
 // that parseScaleString accepts.
-func scaleNode(v *yaml.Node) (time.Duration, string) {
-	if v.Kind != yaml.ScalarNode {
+func scaleNode(v *yamlconf.Node) (time.Duration, string) {
+	if v.Kind != yamlconf.Scalar {
 		return 0, msgScaleForm
 	}
-	switch v.ShortTag() {
+	switch v.Tag {
 	case "!!int":
-		var ms int64
-		if err := v.Decode(&ms); err != nil {
+		ms, ok := v.Int64()
+		if !ok {
 			return 0, table.MsgScaleRange
 		}
 		return scaleFromMillis(ms)
@@ -378,26 +330,7 @@ func scaleNode(v *yaml.Node) (time.Duration, string) {
 }
 
 // intNode reads an integer.
-func intNode(v *yaml.Node) (int64, bool) {
-	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
-		return 0, false
-	}
-	var i int64
-	if err := v.Decode(&i); err != nil {
-		return 0, false
-	}
-	return i, true
-}
+func intNode(v *yamlconf.Node) (int64, bool) { return v.Int64() }
 
-// resolve follows aliases to the node they name.
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; i < 8 && n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-// isNull reports whether n is a null scalar ("", "~", "null").
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
+// isNull reports whether n is null ("", "~", "null").
+func isNull(n *yamlconf.Node) bool { return n.Kind == yamlconf.Null }

@@ -23,6 +23,7 @@ type running struct {
 	sys    *actors.System
 	admin  *adminServer // nil without the admin API
 	redis  *respServer  // nil without --redis-listen
+	rls    *rlsServer   // nil without --grpc-listen and --rls-config
 	srv    *http.Server
 	ln     net.Listener // the public listener, capped
 	served chan error   // Serve's return
@@ -59,9 +60,16 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 		log.Error("cannot load the rules", "err", err)
 		return nil, exitFailure
 	}
+	rl, err := startRLS(cfg, log, prom)
+	if err != nil {
+		rs.close()
+		log.Error("cannot load the RLS config", "err", err)
+		return nil, exitFailure
+	}
 	sys, err := actors.Start(ctx, actorsConfig(cfg, log, prom))
 	if err != nil {
 		rs.close()
+		rl.close()
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			log.Info("stopped while starting", "cause", context.Cause(ctx))
 			return nil, exitOK
@@ -76,7 +84,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 	if _, ok := sys.ClusterStatus(); ok {
 		prom.ObserveCluster(clusterMetrics(sys))
 	}
-	d := &running{cfg: cfg, log: log, rules: rs, sys: sys}
+	d := &running{cfg: cfg, log: log, rules: rs, sys: sys, rls: rl}
 	if !d.listen(ctx, nofile, adminToken, prom) {
 		d.admin.shutdown(context.Background(), log)
 		d.redis.drain(context.Background(), log)()
@@ -128,6 +136,10 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 			"max_conns", budget.maxConns, "descriptors_needed", need, "descriptor_limit", nofile)
 	}
 
+	if err := d.rls.listen(d.sys, budget.maxConns, prom); err != nil {
+		log.Error("cannot start the Rate Limit Service", "err", err)
+		return false
+	}
 	var handler http.Handler
 	if cfg.proxy.upstream != "" {
 		// Proxy mode: the public listener proxies everything; metrics are
@@ -139,6 +151,7 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 			Metrics:    prom,
 			Logger:     log.With("component", "api"),
 			Rules:      d.rules.store,
+			Routes:     d.rls.routes(),
 		})
 	}
 	if err != nil {
@@ -200,9 +213,11 @@ func (d *running) shutdown(ctx context.Context, serveErr error) int {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.shutdownTimeout)
 	waitRedis := d.redis.drain(shutdownCtx, log)
+	waitGRPC := d.rls.drain(shutdownCtx)
 	err := d.srv.Shutdown(shutdownCtx)
 	d.admin.shutdown(shutdownCtx, log)
 	waitRedis()
+	waitGRPC()
 	cancel()
 	if err != nil {
 		log.Warn("HTTP server did not drain in time; closing the remaining connections", "err", err)
@@ -226,6 +241,7 @@ func (d *running) shutdown(ctx context.Context, serveErr error) int {
 // stop stops the actors and then the rules' watcher, and reports whether
 // the actors stopped cleanly.
 func (d *running) stop() bool {
+	d.rls.close()
 	ok := stopActors(d.log, d.sys, d.cfg.shutdownTimeout)
 	d.rules.close()
 	return ok

@@ -11,7 +11,8 @@ import (
 const (
 	// fixedReserve: standard input, output and error, the data directory's
 	// lock and META, the Go runtime's poller and its wake-up, the rules
-	// watcher (inotify) and the rules file being read, the admin token file,
+	// watcher (inotify) and the rules file being read, the same two for the
+	// RLS config, the admin token file,
 	// the listeners themselves, and the metrics' reads of /proc.
 	fixedReserve = 64
 	// shardReserveExtra: beyond the segments a recovery of the shard maps
@@ -43,7 +44,8 @@ func shardReserve(segmentSize, snapshotThreshold int64) int {
 // listenerCosts returns the descriptors one connection costs on each
 // listener that is on: the public one (two in proxy mode, where each
 // connection may hold an upstream connection), the admin one with
-// --admin-token-file, and the Redis protocol one with --redis-listen.
+// --admin-token-file, the Redis protocol one with --redis-listen, and the
+// gRPC one with --grpc-listen.
 func listenerCosts(cfg *config) []int {
 	costs := []int{1}
 	if cfg.proxy.upstream != "" {
@@ -54,6 +56,9 @@ func listenerCosts(cfg *config) []int {
 	}
 	if cfg.redis.listen != "" {
 		costs = append(costs, 1)
+	}
+	if cfg.rls.grpcListen != "" {
+		costs = append(costs, 1) // the gRPC listener
 	}
 	return costs
 }

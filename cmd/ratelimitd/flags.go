@@ -52,6 +52,7 @@ type config struct {
 
 	redis   respConfig
 	cluster clusterConfig
+	rls     rlsConfig
 }
 
 // parseFlags parses args into a config. On invalid flags it writes a message
@@ -124,6 +125,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	proxyFlags(fs, cfg)
 	respFlags(fs, cfg)
 	clusterFlags(fs, cfg)
+	rlsFlags(fs, cfg)
 	return fs
 }
 
@@ -140,7 +142,7 @@ func serverFlags(fs *flag.FlagSet, cfg *config) {
 	choiceFlag(fs, "log-level", "log `level`: debug, info, warn or error (default info)", true, []string{"debug", "info", "warn", "error"}, func(i int, _ string) {
 		cfg.logLevel = []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError}[i]
 	})
-	intFlag(fs, &cfg.maxConns, "max-conns", "`number` of connections each HTTP listener (public or proxy, and admin) holds open at most: at the cap the longest-idle keep-alive connection is closed to make room, else new connections wait in the listen backlog (default: the descriptor limit less the journal's reserve, shared by the listeners that are on; see README)", 1, 0)
+	intFlag(fs, &cfg.maxConns, "max-conns", "`number` of connections each listener (public or proxy, admin, and gRPC) holds open at most: at the cap the longest-idle keep-alive connection is closed to make room, else new connections wait in the listen backlog (default: the descriptor limit less the journal's reserve, shared by the listeners that are on; see README)", 1, 0)
 	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
 }
 

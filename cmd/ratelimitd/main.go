@@ -3,7 +3,9 @@
 // api/httpapi), or, as ratelimitd proxy, limits the requests it proxies to
 // an upstream (api/proxy), counting in an embedded actor system (package
 // actors), with the admin API (api/admin) on a listener of its own and,
-// with --redis-listen, the Redis protocol (api/resp) on another.
+// with --redis-listen, the Redis protocol (api/resp) on another, and, with
+// --grpc-listen, Envoy's Rate Limit Service over gRPC (api/rls), whose POST
+// /json is on the public listener.
 //
 // Usage:
 //

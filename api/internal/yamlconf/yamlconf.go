@@ -1,13 +1,17 @@
 // Package yamlconf reads YAML configuration files into a small tree of
 // nodes that keep their line and column, and checks them strictly: every
 // mapping key a known string, none repeated, every leaf of the type asked
-// for. It owns go.yaml.in/yaml/v3 for the config formats of ratelimitd, so
-// that no other package needs the YAML library's types.
+// for. It owns go.yaml.in/yaml/v3 for the config formats of ratelimitd
+// (api/rules, api/rls), so that no other package needs the YAML library's
+// types: besides the tree it decodes strictly into structs (DecodeStrict)
+// and encodes (Marshal).
 package yamlconf
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -46,7 +50,9 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 // Kind is the kind of a Node.
 type Kind uint8
 
-// The kinds of node. Aliases are resolved; documents are unwrapped.
+// The kinds of node. Aliases are resolved; documents are unwrapped; a
+// merge key (<<) stays in its mapping, tagged "!!merge", and Fields
+// refuses it.
 const (
 	Null Kind = iota
 	Scalar
@@ -63,6 +69,8 @@ type Node struct {
 	Tag    string  // a scalar's resolved tag, e.g. "!!str", "!!int", "!!bool"
 	Items  []*Node // a sequence's items
 	Pairs  []Pair  // a mapping's pairs, in document order
+
+	y *yaml.Node // the library's node, for decoding a scalar as it does
 }
 
 // Pair is one key and value of a mapping.
@@ -93,6 +101,78 @@ func Parse(data []byte) (*Node, error) {
 	return convert(doc.Content[0], 0, &count)
 }
 
+// ParseOne is Parse for a file that must hold one YAML document: a second
+// document is an *Error at its first line, and a syntax error in it is
+// reported too.
+func ParseOne(data []byte) (*Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &Node{Kind: Null, Line: 1, Column: 1}, nil
+		}
+		return nil, syntaxError(err)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, syntaxError(err)
+	default:
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return nil, &Error{Line: line, Msg: "must hold one YAML document, not several"}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return &Node{Kind: Null, Line: 1, Column: 1}, nil
+	}
+	count := 0
+	return convert(doc.Content[0], 0, &count)
+}
+
+// DecodeStrict decodes the first document of data into v as the YAML
+// library does with KnownFields: a key that v's type lacks is an error,
+// and so is a repeated key. An error is an *Error with the line of the
+// first fault; an empty document is none. It is a second check, by the
+// library itself, for a format whose tree is walked first.
+func DecodeStrict(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(v)
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		return syntaxError(errors.New(te.Errors[0]))
+	}
+	return syntaxError(err)
+}
+
+// Any is a field type that DecodeStrict accepts whatever the document
+// holds there, for values another pass checks.
+type Any struct{}
+
+// UnmarshalYAML accepts any value.
+func (*Any) UnmarshalYAML(*yaml.Node) error { return nil }
+
+// Marshal encodes v (structs with yaml tags, maps, slices, scalars) as a
+// YAML document indented by two spaces.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // syntaxError turns the YAML library's error into an *Error, lifting the
 // line out of its "yaml: line N: msg" text.
 func syntaxError(err error) error {
@@ -113,7 +193,7 @@ func convert(y *yaml.Node, depth int, count *int) (*Node, error) {
 	if *count > maxNodes {
 		return nil, &Error{Line: y.Line, Column: y.Column, Msg: fmt.Sprintf("document has more than %d nodes", maxNodes)}
 	}
-	n := &Node{Line: y.Line, Column: y.Column}
+	n := &Node{Line: y.Line, Column: y.Column, y: y}
 	switch y.Kind {
 	case yaml.AliasNode:
 		if depth >= maxAliasDepth || y.Alias == nil {
@@ -142,9 +222,6 @@ func convert(y *yaml.Node, depth int, count *int) (*Node, error) {
 	case yaml.MappingNode:
 		n.Kind = Mapping
 		for i := 0; i+1 < len(y.Content); i += 2 {
-			if y.Content[i].ShortTag() == "!!merge" {
-				return nil, &Error{Line: y.Content[i].Line, Column: y.Content[i].Column, Msg: "merge keys (<<) are not supported"}
-			}
 			k, err := convert(y.Content[i], depth, count)
 			if err != nil {
 				return nil, err
@@ -173,6 +250,9 @@ func (n *Node) Fields(path string, known []string) (map[string]*Node, error) {
 	}
 	m := make(map[string]*Node, len(n.Pairs))
 	for _, p := range n.Pairs {
+		if p.Key.Tag == "!!merge" {
+			return nil, p.Key.errorf(Join(path, p.Key.Value), "merge keys (<<) are not supported")
+		}
 		if p.Key.Kind != Scalar || p.Key.Tag != "!!str" {
 			return nil, p.Key.errorf(path, fmt.Sprintf("key %s is not a string", strconv.Quote(p.Key.Value)))
 		}
@@ -243,6 +323,32 @@ func (n *Node) String(field string) (string, error) {
 		return n.Value, nil
 	}
 	return "", n.errorf(field, "must be a string")
+}
+
+// Int64 returns the integer scalar n as YAML reads it (0x10, 0o17, -5),
+// and whether it is an integer that fits.
+func (n *Node) Int64() (int64, bool) {
+	if n.Kind != Scalar || n.Tag != "!!int" || n.y == nil {
+		return 0, false
+	}
+	var v int64
+	if err := n.y.Decode(&v); err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// Boolean returns the boolean scalar n as YAML reads it, and whether it is
+// one.
+func (n *Node) Boolean() (bool, bool) {
+	if n.Kind != Scalar || n.Tag != "!!bool" || n.y == nil {
+		return false, false
+	}
+	var b bool
+	if err := n.y.Decode(&b); err != nil {
+		return false, false
+	}
+	return b, true
 }
 
 // Bool returns the boolean scalar n; a Null node is false.

@@ -51,7 +51,7 @@ import (
 )
 
 // sections, in the order they run.
-var sections = []string{"http", "embedded", "memory", "sweep", "sweeplat", "journal", "resp", "cluster", "gobench"}
+var sections = []string{"http", "rls", "embedded", "memory", "sweep", "sweeplat", "journal", "resp", "cluster", "gobench"}
 
 type options struct {
 	short       bool
@@ -241,6 +241,8 @@ func (r *runner) section(ctx context.Context, s string) error {
 	switch s {
 	case "http":
 		return r.httpSection(ctx)
+	case "rls":
+		return r.rlsSection(ctx)
 	case "embedded":
 		return r.embeddedSection(ctx)
 	case "memory":

@@ -16,6 +16,7 @@ const (
 	FamMatch           = "BenchmarkMatch*"
 	FamKey             = "BenchmarkKey"
 	FamClientIP        = "BenchmarkClientIP"
+	FamRLS             = "BenchmarkShouldRateLimit"
 )
 
 // Plan returns the invocations of the comparison's in-package section, in
@@ -92,6 +93,11 @@ func Plan(short bool) []Invocation {
 			Title: FamMatch, Top: []string{"BenchmarkMatchCached", "BenchmarkMatchUncached", "BenchmarkMatchMiss"}, Primary: "ns/op",
 			Baseline: Baseline{Name: "BenchmarkMatchUncached"},
 			What:     "Matching a request against 1,000 URL rules: through the store's cache (serially and in parallel), the rule set's uncached longest-prefix match (the baseline), and distinct paths that each miss the cache.",
+		}),
+		inv("./api/rls/", "^BenchmarkShouldRateLimit$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
+			Title: FamRLS, Top: []string{"BenchmarkShouldRateLimit"}, Primary: "ns/op",
+			Baseline: Baseline{Level: 1, Value: "service"},
+			What:     "Envoy RLS `ShouldRateLimit`, one descriptor per request over 1,000 values, on an in-memory System: the `rls.Service` called in process (`service`, the baseline) and through a loopback gRPC server and client (`grpc`), 64 goroutines per proc; allocations per request.",
 		}),
 		inv("./api/clientip/", "^Benchmark", pick(mode{"500ms", 3}, mode{"100x", 1}), 10*time.Minute,
 			Family{

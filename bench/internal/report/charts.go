@@ -30,6 +30,9 @@ func drawCharts(dir string, r *Report) ([]string, error) {
 			chart{"http_throughput.svg", func() (*plot.Plot, vg.Length, vg.Length, error) { return httpBars(h) }},
 			chart{"http_latency_cdf.svg", func() (*plot.Plot, vg.Length, vg.Length, error) { return latencyCDF(h) }})
 	}
+	if s := r.RLS; s != nil && len(okPeers(&HTTP{Peers: s.Peers})) > 0 {
+		cs = append(cs, chart{"rls_throughput.svg", func() (*plot.Plot, vg.Length, vg.Length, error) { return rlsBars(s) }})
+	}
 	if e := r.Embedded; e != nil && len(e.Results) > 0 {
 		cs = append(cs, chart{"embedded_throughput.svg", func() (*plot.Plot, vg.Length, vg.Length, error) { return embeddedBars(e) }})
 	}

@@ -99,7 +99,8 @@ func Goals(r *Report) []Goal {
 	}
 	gs = append(gs, g)
 	gs = append(gs, respGoals(r.RESP)...)
-	return append(gs, clusterGoal(r.Cluster))
+	gs = append(gs, clusterGoal(r.Cluster))
+	return append(gs, rlsGoals(r)...)
 }
 
 // embeddedGoal: at keys, ratelimitd within 3× of the fastest library in

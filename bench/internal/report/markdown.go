@@ -142,6 +142,7 @@ func Markdown(r *Report, charts []string) []byte {
 	b.p("")
 
 	b.httpSection(r, charts)
+	b.rlsSection(r, charts)
 	b.embeddedSection(r, charts)
 	b.p("## 3. Scaling")
 	b.p("")

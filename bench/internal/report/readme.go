@@ -172,7 +172,7 @@ func readmeRows(r *Report) []readmeRow {
 		x.ours = notMeasured
 	}
 	add(x)
-	for _, x := range respRows(r, goal) {
+	for _, x := range append(respRows(r, goal), rlsReadmeRows(r, goal)...) {
 		add(x)
 	}
 

@@ -27,6 +27,7 @@ type Report struct {
 
 	// Sections; nil when not run (Skipped says why).
 	HTTP     *HTTP
+	RLS      *RLS
 	Embedded *Embedded
 	Memory   *Memory
 	Sweep    *Sweep
