@@ -36,7 +36,7 @@ func withRLS() *Report {
 func TestRLSReport(t *testing.T) {
 	r := withRLS()
 	gs := Goals(r)
-	ref, p99 := gs[len(gs)-2], gs[len(gs)-1]
+	ref, p99 := goalByID(t, gs, GoalRLSRef), goalByID(t, gs, GoalRLSP99)
 	if ref.ID != GoalRLSRef || ref.Status != Pass || ref.Measured != "30.0k vs 8.00k req/s = 3.75×" {
 		t.Errorf("reference goal: got %+v", ref)
 	}
@@ -44,7 +44,7 @@ func TestRLSReport(t *testing.T) {
 		t.Errorf("p99 goal: got %+v", p99)
 	}
 	r.RLS.Peers[0].P99 = 25 * time.Millisecond
-	if g := Goals(r)[len(gs)-1]; g.Status != Miss {
+	if g := goalByID(t, Goals(r), GoalRLSP99); g.Status != Miss {
 		t.Errorf("p99 of 25 ms: got %s, want %s", g.Status, Miss)
 	}
 	r.RLS.Peers[0].P99 = 9 * time.Millisecond
