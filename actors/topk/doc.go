@@ -52,16 +52,17 @@
 //   - Every key whose weight in the window exceeds Bound (hence every key
 //     above Total/Capacity) is a candidate (Top(-1)); every Count is at
 //     least the key's weight and at most Bound above it; every Min at most.
-//   - Memory is fixed at New: Bytes reports it, 356,896 bytes per Sketch
-//     at the default Capacity 32; in general 10,576 + 90·(104·K + 8·I +
+//   - Memory is fixed at New: Bytes reports it, 356,888 bytes per Sketch
+//     at the default Capacity 32; in general 10,568 + 90·(104·K + 8·I +
 //     8·⌈K/64⌉) bytes for Capacity K, I the index size (the power of two at
 //     least 2·K). An id is copied into its counter (at most IDBytes bytes: a
 //     longer id keeps its first bytes and a digest of the whole, and is
 //     reported Truncated); labels are kept by reference.
 //   - Observe never allocates and reads no clock. A tracked key costs one
-//     hash of the id, a check of the current interval, and per summary (one,
-//     two for a denial) a probe of a small index and an addition; a new key
-//     also takes the counter marked smallest, re-marking them by a scan of
+//     hash of the id (none with ObserveHashed, for a caller that has it),
+//     a check of the current interval, and per summary (one, two for a
+//     denial) a probe of a small index and an addition; a new key also
+//     takes the counter marked smallest, re-marking them by a scan of
 //     Capacity counts when none is left, and moves a few index slots.
 //
 // # Non-guarantees

@@ -3,7 +3,6 @@ package topk
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"time"
 	"unsafe"
@@ -96,7 +95,6 @@ const noStamp = math.MinInt64
 // lock of its own: it is meant to live in a shard and be called while the
 // shard's lock is held, like the shard's table.
 type Sketch struct {
-	seed     maphash.Seed
 	capacity int
 	// The ring: interval number i in ivs[i mod slots].
 	ivs    [slots]interval
@@ -123,7 +121,6 @@ func New(cfg Config) (*Sketch, error) {
 	}
 	ix, words := indexSize(k), (k+63)/64
 	s := &Sketch{
-		seed:     maphash.MakeSeed(),
 		capacity: k,
 		latest:   noStamp,
 		until:    math.MinInt64,
@@ -184,11 +181,18 @@ func (s *Sketch) Bytes() int {
 // already seen counts in the latest interval, so a clock stepping back
 // never reopens one.
 func (s *Sketch) Observe(id, label string, hits int64, denied bool, now time.Time) {
+	s.ObserveHashed(Hash(id), id, label, hits, denied, now)
+}
+
+// ObserveHashed is Observe for a caller that has hashed id already: hash
+// must be Hash(id), which it saves computing again. The hash is not
+// seeded, so ids made to collide can lengthen a probe, never beyond the
+// index of a summary (twice its counters).
+func (s *Sketch) ObserveHashed(hash uint64, id, label string, hits int64, denied bool, now time.Time) {
 	if hits <= 0 {
 		return
 	}
-	var p probe
-	p.init(s.seed, id, label)
+	p := probe{hash: hash, id: id, label: label}
 	iv := s.current(now.UnixNano())
 	iv.hits.add(&p, uint64(hits))
 	if denied {
