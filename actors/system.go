@@ -39,6 +39,9 @@ var (
 	// check was counted in memory but not made durable, so it is refused.
 	// Errors matching ErrJournal also match ErrUnavailable.
 	ErrJournal = table.ErrJournal
+	// ErrNoTopKeys: Top was asked of a System started without
+	// Config.TopKeys, which tracks nothing.
+	ErrNoTopKeys = errors.New("actors: top keys are not tracked (Config.TopKeys is off)")
 )
 
 // Clock is the time source of a System (see package clock); an alias, so
@@ -97,6 +100,12 @@ type Config struct {
 	MaxBuckets int
 	// EvictOldest selects evict-oldest over deny-new for a full shard.
 	EvictOldest bool
+
+	// TopKeys, if set, tracks the heaviest ids by hits and by denials
+	// over the last minute and 15 minutes, for Top: a sketch of fixed
+	// memory per shard (package actors/topk), fed on the check path. See
+	// Top for what it counts and costs.
+	TopKeys bool
 
 	// DataDir, if set, makes the counters durable: one journal per shard in
 	// this directory (created if missing, locked against a second process),
@@ -256,6 +265,9 @@ func newSystem(cfg Config, lock *journal.DirLock) *System {
 	s.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	for i := range s.shards {
 		sh := &shard{index: i, dispatcher: newPinned(), root: s.actors.Root}
+		if cfg.TopKeys {
+			sh.top = newSketch(&cfg)
+		}
 		if lock == nil {
 			sh.table = table.New(cfg.tableConfig(false))
 		}

@@ -29,7 +29,7 @@ func TestLayout(t *testing.T) {
 		"sweeper":                {nil, nil},
 		"actors/clock":           {nil, nil},
 		"actors/clock/clocktest": {[]string{"actors/clock"}, nil},
-		"actors":                 {[]string{"table", "table/journal", "sweeper", "actors/clock"}, []string{"github.com/asynkron/protoactor-go"}},
+		"actors":                 {[]string{"table", "table/journal", "sweeper", "actors/clock", "actors/topk"}, []string{"github.com/asynkron/protoactor-go"}},
 		"actors/actorstest":      {[]string{"actors", "actors/clock/clocktest"}, nil},
 		"actors/topk":            {nil, nil},
 		"api":                    {[]string{"table"}, nil},
