@@ -22,6 +22,7 @@ type running struct {
 	rules  *ruleSet
 	sys    *actors.System
 	admin  *adminServer // nil without the admin API
+	dash   *dashData    // nil without the dashboard
 	srv    *http.Server
 	ln     net.Listener // the public listener, capped
 	served chan error   // Serve's return
@@ -54,7 +55,10 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 		log.Error("cannot load the rules", "err", err)
 		return nil, exitFailure
 	}
-	sys, err := actors.Start(ctx, actorsConfig(cfg, log, prom))
+	dash := newDashData(cfg)
+	acfg := actorsConfig(cfg, log, prom)
+	dash.configureActors(&acfg)
+	sys, err := actors.Start(ctx, acfg)
 	if err != nil {
 		rs.close()
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -68,7 +72,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 		return nil, exitFailure
 	}
 	prom.Observe(metricsStats(sys))
-	d := &running{cfg: cfg, log: log, rules: rs, sys: sys}
+	d := &running{cfg: cfg, log: log, rules: rs, sys: sys, dash: dash}
 	if !d.listen(ctx, nofile, adminToken, prom) {
 		d.admin.shutdown(context.Background(), log)
 		d.stop()
@@ -121,11 +125,11 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 	if cfg.proxy.upstream != "" {
 		// Proxy mode: the public listener proxies everything; metrics are
 		// on the admin listener.
-		handler, err = newProxy(cfg, log, d.sys, d.rules, prom)
+		handler, err = newProxy(cfg, log, d.sys, d.rules, d.dash.recorder(prom))
 	} else {
 		handler, err = httpapi.NewHandler(d.sys, httpapi.Options{
 			DenyStatus: cfg.denyStatus,
-			Metrics:    prom,
+			Metrics:    d.dash.recorder(prom),
 			Logger:     log.With("component", "api"),
 			Rules:      d.rules.store,
 		})
@@ -134,7 +138,7 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 		log.Error("cannot build the HTTP handler", "err", err)
 		return false
 	}
-	if d.admin, err = startAdmin(cfg, adminToken, budget.maxConns, log, d.sys, d.rules, prom); err != nil {
+	if d.admin, err = startAdmin(cfg, adminToken, budget.maxConns, log, d.sys, d.rules, prom, d.dash); err != nil {
 		log.Error("cannot start the admin API", "err", err)
 		return false
 	}

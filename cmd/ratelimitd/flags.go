@@ -49,6 +49,8 @@ type config struct {
 	adminTokenFile string
 
 	proxy proxyConfig
+
+	dashboard dashboardConfig
 }
 
 // parseFlags parses args into a config. On invalid flags it writes a message
@@ -100,6 +102,8 @@ func defaultConfig() config {
 		maxBuckets: actors.DefaultMaxBuckets,
 
 		adminListen: "127.0.0.1:8081",
+
+		dashboard: dashboardConfig{on: true, topKeys: true},
 	}
 }
 
@@ -117,6 +121,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	journalFlags(fs, cfg)
 	rulesFlags(fs, cfg)
 	proxyFlags(fs, cfg)
+	dashboardFlags(fs, cfg)
 	return fs
 }
 

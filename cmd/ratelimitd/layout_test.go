@@ -49,7 +49,7 @@ func TestLayout(t *testing.T) {
 		// yamlconf owns yaml for the config formats; api/rules still imports it until it moves onto yamlconf.
 		"api/internal/yamlconf": {nil, []string{"go.yaml.in/yaml/v3"}},
 		"api/rls":               {[]string{"table", "api/internal/yamlconf"}, []string{"google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy", "google.golang.org/protobuf"}},
-		"cmd/ratelimitd":        {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rules", "sweeper", "table", "table/journal"}, nil},
+		"cmd/ratelimitd":        {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/rules", "sweeper", "table", "table/journal", "actors/topk", "api/dashboard"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}
