@@ -1,6 +1,7 @@
 package topk
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"slices"
@@ -22,6 +23,7 @@ type probe struct {
 	hash  uint64 // Hash(id): its home and fingerprint in an index, and the digest of a long id
 	id    string
 	label string
+	key   *key // instead of id: the key of a front entry leaving the front
 }
 
 // Hash returns the hash of id that ObserveHashed takes: 64-bit FNV-1a,
@@ -45,6 +47,10 @@ type key struct {
 }
 
 func (k *key) set(p *probe) {
+	if p.key != nil {
+		*k = *p.key
+		return
+	}
 	old := int(min(k.n, IDBytes))
 	k.n = uint32(min(len(p.id), math.MaxUint32))
 	if len(p.id) <= IDBytes {
@@ -59,8 +65,18 @@ func (k *key) set(p *probe) {
 }
 
 func (k *key) matches(p *probe) bool {
+	if p.key != nil {
+		return *k == *p.key
+	}
 	if int(k.n) != len(p.id) {
 		return false
+	}
+	if n := len(p.id); n >= 8 && n <= 16 {
+		// Two words each, overlapping for fewer than 16 bytes: most ids,
+		// compared without a call.
+		b := unsafe.Slice(unsafe.StringData(p.id), n)
+		return binary.LittleEndian.Uint64(k.id[:]) == binary.LittleEndian.Uint64(b) &&
+			binary.LittleEndian.Uint64(k.id[n-8:]) == binary.LittleEndian.Uint64(b[n-8:])
 	}
 	if len(p.id) <= IDBytes {
 		return string(k.id[:len(p.id)]) == p.id
