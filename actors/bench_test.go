@@ -44,9 +44,9 @@ func (f *mutexFloor) allow(r *table.Request) bool {
 
 // BenchmarkCheck measures System.Check from many goroutines at 1k keys
 // against the map+mutex floor, in one run, without and with top-keys
-// tracking (system+topkeys: Config.TopKeys, where 1k keys over the default
-// shards are more than each shard's sketch holds, so that most checks
-// replace a counter, its worst case). p=1 runs GOMAXPROCS goroutines;
+// tracking (system+topkeys: Config.TopKeys; 1k keys over the default
+// shards are more than each shard's summaries hold, most of them within
+// its front). p=1 runs GOMAXPROCS goroutines;
 // p=64 runs 64 per proc, as a loaded HTTP server would.
 func BenchmarkCheck(b *testing.B) {
 	reqs := benchRequests()

@@ -180,12 +180,19 @@ func TestTopKeysCheckAllocatesNothing(t *testing.T) {
 }
 
 // TestTopKeysCapacity: the sketches hold 256 counters per summary in all,
-// at least 8 and at most topk.DefaultCapacity per shard.
+// at least 8 and at most topk.DefaultCapacity per shard, and a front of 16
+// ids per counter.
 func TestTopKeysCapacity(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ shards, want int }{{1, 32}, {8, 32}, {9, 29}, {16, 16}, {32, 8}, {256, 8}, {MaxShards, 8}} {
 		if got := topKeysCapacity(c.shards); got != c.want {
 			t.Errorf("topKeysCapacity(%d) = %d, want %d", c.shards, got, c.want)
+		}
+	}
+	// Top's documentation (and README's) of a shard's sketch's memory.
+	for _, c := range []struct{ shards, bytes int }{{8, 414_264}, {64, 112_056}} {
+		if got := newSketch(&Config{Shards: c.shards}).Bytes(); got != c.bytes {
+			t.Errorf("%d shards: a sketch of %d bytes, want %d", c.shards, got, c.bytes)
 		}
 	}
 }
