@@ -54,7 +54,8 @@ func newSketch(cfg *Config) *topk.Sketch {
 }
 
 // observe counts the check req, decided d at now, in the shard's top keys,
-// holding sh.mu; hash is idHash(req.ID). A check by rule is labelled with the rule's name
+// holding sh.mu; hash is idHash(req.ID), or 0 for a call made without it
+// (the hash is then computed here). A check by rule is labelled with the rule's name
 // (req.Namespace), an ad-hoc one with its policy. Its hits count as denied
 // when its own limit denied them: not when the table was full (d.Full, a
 // shortage of room, not the id's doing), nor, in a CheckAll, when another
@@ -62,6 +63,9 @@ func newSketch(cfg *Config) *topk.Sketch {
 func (sh *shard) observe(hash uint64, req *table.Request, d *table.Decision, now time.Time) {
 	if req.Hits <= 0 {
 		return // a peek counts nothing
+	}
+	if hash == 0 {
+		hash = idHash(req.ID)
 	}
 	label := req.Namespace
 	if label == "" {

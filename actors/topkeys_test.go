@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,5 +214,30 @@ func TestIDHashIsTopkHash(t *testing.T) {
 	}
 	if got, want := shardOf("user-7919", 12), int(uint64(0xb1f62164af10cc6f)%12); got != want {
 		t.Errorf(`shardOf("user-7919", 12) = %d, want %d`, got, want)
+	}
+}
+
+// TestTopKeysCallWithoutHash: a call that reaches its shard without its
+// id's hash (one not made by System.call) is counted under the id's own
+// hash: a long id is not confused with another of the same first bytes.
+func TestTopKeysCallWithoutHash(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, TopKeys: true})
+	long := strings.Repeat("x", topk.IDBytes)
+	sh := s.shards[0]
+	for i, id := range []string{long + "a", long + "b", long + "b"} {
+		c := &call{op: opCheck, req: table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, done: make(chan struct{}, 1)}
+		if served, err := s.serveDirect(sh, true, c); !served || err != nil || c.err != nil {
+			t.Fatalf("serveDirect %d: %v, %v, %v", i, served, err, c.err)
+		}
+	}
+	keys := top(t, s, topk.Hits, topk.Minute, clk.Now()).Keys
+	var counts []uint64
+	for _, k := range keys {
+		counts = append(counts, k.Count)
+	}
+	if !slices.Equal(counts, []uint64{2, 1}) {
+		t.Errorf("two long ids of the same first bytes: counts %v, want [2 1]", counts)
 	}
 }
