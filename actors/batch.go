@@ -79,6 +79,9 @@ func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, 
 			} else {
 				decs[i] = t.Apply(reqs[i], now)
 			}
+			if sh.top != nil {
+				sh.observe(idHash(reqs[i].ID), &reqs[i], &decs[i], now)
+			}
 			allowed = allowed && decs[i].Allowed
 			taken[cur]++
 		}

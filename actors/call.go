@@ -20,6 +20,7 @@ import (
 type call struct {
 	op      op
 	req     table.Request
+	hash    uint64 // idHash(req.ID)
 	state   atomic.Int32
 	res     table.Reservation
 	n       int            // opReset: buckets deleted
@@ -69,7 +70,7 @@ func (c *call) fail(err error) {
 }
 
 func (c *call) reset() {
-	c.op, c.req, c.res, c.n, c.buckets, c.err, c.direct = opCheck, table.Request{}, table.Reservation{}, 0, nil, nil, false
+	c.op, c.req, c.hash, c.res, c.n, c.buckets, c.err, c.direct = opCheck, table.Request{}, 0, table.Reservation{}, 0, nil, nil, false
 	c.state.Store(statePending)
 }
 
@@ -85,8 +86,8 @@ func (s *System) call(ctx context.Context, o op, req table.Request) (*call, erro
 		return s.cl.route(ctx, o, req)
 	}
 	c := s.calls.Get().(*call)
-	c.op, c.req = o, req
-	sh := s.shards[shardOf(req.ID, len(s.shards))]
+	c.op, c.req, c.hash = o, req, idHash(req.ID)
+	sh := s.shards[c.hash%uint64(len(s.shards))] // shardOf
 	served, err := s.serveDirect(sh, ctx.Done() == nil, c)
 	if err == nil && !served {
 		err = s.submit(sh, c)

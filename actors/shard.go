@@ -16,6 +16,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/ratelimitd/ratelimitd/actors/topk"
 	"github.com/ratelimitd/ratelimitd/table"
 	"github.com/ratelimitd/ratelimitd/table/journal"
 )
@@ -45,6 +46,8 @@ type shard struct {
 	failing      bool         // the journal's last batch failed
 	snapshotting bool         // a snapshot writer holds a Frozen copy of table
 	stopped      bool         // Stop has begun: callers no longer serve themselves
+	top          *topk.Sketch // the top keys (Config.TopKeys), else nil
+	labels       policyLabels // the top keys' labels of ad-hoc policies
 	// broken is why the journal could not be reopened after a crash; the
 	// shard serves from a temporary table until a retry (at the first
 	// batch from retryAt on) reopens it.
@@ -226,6 +229,9 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 		switch k.op {
 		case opCheck:
 			k.res = t.Reserve(k.req, now)
+			if sh.top != nil {
+				sh.observe(k.hash, &k.req, &k.res.Decision, now)
+			}
 		case opRefund:
 			k.res.Decision = t.Refund(k.req, now)
 		case opReset:
@@ -268,24 +274,32 @@ func (sh *shard) finish(cfg *Config, taken int) error {
 }
 
 // repair makes the shard sound again after a panic r while it was served,
-// holding sh.mu, before anyone else can serve it: it counts the crash and
-// rebuilds the table (see rebuild). failed is how many checks the panic
-// answered with ErrUnavailable.
+// holding sh.mu, before anyone else can serve it: it counts the crash,
+// rebuilds the table (see rebuild) and starts the top keys afresh. failed
+// is how many checks the panic answered with ErrUnavailable.
 func (sh *shard) repair(cfg *Config, r any, failed int) {
 	sh.restarts.Add(1)
 	cfg.Logger.Error("shard crashed", "shard", sh.index, "panic", r, "failed_checks", failed)
 	sh.rebuild(cfg)
+	if sh.top != nil {
+		sh.top = newSketch(cfg) // it may be inconsistent, like the table
+	}
 }
 
 // shardOf maps an id to its shard with FNV-1a, a hash that is the same in
 // every process, so an id keeps its shard across restarts.
-func shardOf(id string, n int) int {
+func shardOf(id string, n int) int { return int(idHash(id) % uint64(n)) }
+
+// idHash is the 64-bit FNV-1a hash of id that picks its shard; it is also
+// topk.Hash, so that the shard's top keys take it instead of hashing the
+// id again.
+func idHash(id string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(id); i++ {
 		h ^= uint64(id[i])
 		h *= 1099511628211
 	}
-	return int(h % uint64(n))
+	return h
 }
 
 // countTableStats adds what the table did when full since the last call to

@@ -45,6 +45,9 @@ var (
 	// A check that reached its owner may or may not have been counted.
 	// Errors matching ErrClusterUnavailable also match ErrUnavailable.
 	ErrClusterUnavailable error = clusterUnavailable{}
+	// ErrNoTopKeys: Top was asked of a System started without
+	// Config.TopKeys, which tracks nothing.
+	ErrNoTopKeys = errors.New("actors: top keys are not tracked (Config.TopKeys is off)")
 )
 
 // clusterUnavailable is ErrClusterUnavailable: an error of its own that
@@ -110,6 +113,12 @@ type Config struct {
 	MaxBuckets int
 	// EvictOldest selects evict-oldest over deny-new for a full shard.
 	EvictOldest bool
+
+	// TopKeys, if set, tracks the heaviest ids by hits and by denials
+	// over the last minute and 15 minutes, for Top: a sketch of fixed
+	// memory per shard (package actors/topk), fed on the check path. See
+	// Top for what it counts and costs.
+	TopKeys bool
 
 	// DataDir, if set, makes the counters durable: one journal per shard in
 	// this directory (created if missing, locked against a second process),
@@ -301,6 +310,9 @@ func newSystem(cfg Config, lock *journal.DirLock) *System {
 	}
 	for i := range s.shards {
 		sh := &shard{index: i, dispatcher: newPinned(), root: s.actors.Root, cl: s.cl}
+		if cfg.TopKeys {
+			sh.top = newSketch(&cfg)
+		}
 		if lock == nil {
 			sh.table = table.New(cfg.tableConfig(false))
 		}

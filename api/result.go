@@ -24,3 +24,12 @@ type Recorder interface {
 	// Refunded records one refund answered.
 	Refunded()
 }
+
+// RuleRecorder is what a Recorder may also be, to count the checks of each
+// named rule: a transport whose Recorder is one also tells it, for every
+// check of a rule it decided, the rule's name and what that check came to
+// (ResultAllowed, ResultDenied, ResultShadowDenied or ResultFull). Its
+// methods must be safe for concurrent use and must not block.
+type RuleRecorder interface {
+	CheckedRule(rule string, res Result)
+}

@@ -12,8 +12,9 @@ import (
 // mixes: a few keys that stay tracked; Zipf-skewed traffic over 100k ids
 // (a shard's share of a skewed load); and 125 ids in turn, each new to a
 // summary of 32 counters (a shard's share of BenchmarkCheck's 1000 keys in
-// package actors), the worst case, every call replacing a counter. 0
-// allocs/op.
+// package actors), the worst case, every call replacing a counter; and
+// the same with a front of 512 keys (churn+front), as package actors
+// gives its sketches, which holds them all. 0 allocs/op.
 func BenchmarkObserve(b *testing.B) {
 	names := func(n int) []string {
 		s := make([]string, n)
@@ -28,20 +29,22 @@ func BenchmarkObserve(b *testing.B) {
 		skewed[i] = uint32(zipf.Uint64())
 	}
 	for _, c := range []struct {
-		name string
-		ids  []string
-		seq  func(i int) int
+		name  string
+		ids   []string
+		seq   func(i int) int
+		front int
 	}{
-		{"tracked", names(16), func(i int) int { return i % 16 }},
-		{"zipf", names(100_000), func(i int) int { return int(skewed[i]) }},
-		{"churn", names(125), func(i int) int { return i % 125 }},
+		{"tracked", names(16), func(i int) int { return i % 16 }, 0},
+		{"zipf", names(100_000), func(i int) int { return int(skewed[i]) }, 0},
+		{"churn", names(125), func(i int) int { return i % 125 }, 0},
+		{"churn+front", names(125), func(i int) int { return i % 125 }, 512},
 	} {
 		seq := make([]string, 1<<16)
 		for i := range seq {
 			seq[i] = c.ids[c.seq(i)]
 		}
 		b.Run(c.name, func(b *testing.B) {
-			s, err := New(Config{})
+			s, err := New(Config{Front: c.front})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,6 +21,16 @@
 // key by at most its error, and a key left out weighs at most m ≤ N/Capacity.
 // Hits are weights: one Observe of 5 hits counts 5.
 //
+// With Config.Front a Sketch also has a front: a small set-associative
+// cache (sets of four) of the keys observed last, each with the weight
+// observed since it came in. An Observe of a key in the front adds to it
+// there; a new key takes the place of its set's lightest, which takes its
+// weight into the summaries as one weighted Observe; and the whole front
+// goes into the summaries before the interval changes and before a View
+// merges the Sketch. The summaries see the same weights, in another
+// order, so the guarantees below hold as they are; repeated ids cost a
+// probe of one set instead of an update of one or two summaries.
+//
 // # Windows
 //
 // One ring of 45 epoch-aligned intervals of 20 seconds, each with a summary
@@ -52,17 +62,24 @@
 //   - Every key whose weight in the window exceeds Bound (hence every key
 //     above Total/Capacity) is a candidate (Top(-1)); every Count is at
 //     least the key's weight and at most Bound above it; every Min at most.
-//   - Memory is fixed at New: Bytes reports it, 356,896 bytes per Sketch
-//     at the default Capacity 32; in general 10,576 + 90·(104·K + 8·I +
-//     8·⌈K/64⌉) bytes for Capacity K, I the index size (the power of two at
-//     least 2·K). An id is copied into its counter (at most IDBytes bytes: a
+//   - Memory is fixed at New: Bytes reports it, 356,920 bytes per Sketch
+//     at the default Capacity 32 without a front; in general 10,600 +
+//     90·(104·K + 8·I + 8·⌈K/64⌉) + 112·F bytes for Capacity K, I the
+//     index size (the power of two at least 2·K) and F the front's size
+//     (Config.Front rounded up to a power of two, or 0). An id is copied
+//     into its counter and its front entry (at most IDBytes bytes: a
 //     longer id keeps its first bytes and a digest of the whole, and is
 //     reported Truncated); labels are kept by reference.
 //   - Observe never allocates and reads no clock. A tracked key costs one
-//     hash of the id, a check of the current interval, and per summary (one,
-//     two for a denial) a probe of a small index and an addition; a new key
-//     also takes the counter marked smallest, re-marking them by a scan of
+//     hash of the id (none with ObserveHashed, for a caller that has it),
+//     a check of the current interval, and per summary (one, two for a
+//     denial) a probe of a small index and an addition; a new key also
+//     takes the counter marked smallest, re-marking them by a scan of
 //     Capacity counts when none is left, and moves a few index slots.
+//     With a front, a key in it costs the hash, the interval's check and
+//     a look at four entries; one new to it, also the lightest entry's
+//     move to the summaries, as above; a change of interval, or a Merge,
+//     the move of the whole front.
 //
 // # Non-guarantees
 //

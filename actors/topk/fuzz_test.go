@@ -30,12 +30,17 @@ func FuzzSketch(f *testing.F) {
 	f.Add([]byte{1, 0, 1, 1, 1, 1, 2, 2, 3, 3, 3, 0})
 	f.Add([]byte{0, 5, 3, 9, 6, 7, 0, 1, 1, 255, 2, 2, 60})
 	f.Add([]byte{3, 0, 3, 39, 8, 3, 39, 16, 7, 39, 24, 3, 39, 32, 1, 39, 40, 5, 39, 48, 2, 39, 5, 1, 200})
+	// The same with a front of one set (8) and of two (12).
+	f.Add([]byte{9, 0, 1, 1, 1, 1, 2, 2, 3, 3, 3, 0})
+	f.Add([]byte{12, 5, 3, 9, 6, 7, 0, 1, 1, 255, 2, 2, 60})
+	f.Add([]byte{11, 0, 3, 39, 8, 3, 39, 16, 7, 39, 24, 3, 39, 32, 1, 39, 40, 5, 39, 48, 2, 39, 5, 1, 200})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 || len(data) > 1+3*100 {
 			return
 		}
 		capacity := 1 + int(data[0]%4)
-		sketches := []*Sketch{newSketch(t, capacity), newSketch(t, capacity)}
+		front := []int{0, 0, 4, 8}[data[0]>>2%4] // one set, two sets
+		sketches := []*Sketch{newFronted(t, capacity, front), newFronted(t, capacity, front)}
 		latest := [2]int64{noStamp, noStamp}
 		var obs []observation
 		now := t0

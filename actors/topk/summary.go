@@ -1,16 +1,17 @@
 package topk
 
 import (
-	"hash/maphash"
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"slices"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // IDBytes is how many bytes of an id an entry stores. An id up to IDBytes
 // long is stored whole; a longer one keeps its first idPrefix bytes and a
-// 64-bit FNV-1a digest of the whole id in the rest, so that two long ids
+// 64-bit FNV-1a digest of the whole id (Hash) in the rest, so that two long ids
 // sharing a prefix stay apart, and is reported with Entry.Truncated set.
 const IDBytes = 64
 
@@ -19,28 +20,19 @@ const idPrefix = IDBytes - 8
 
 // probe is an observed key, hashed once for both summaries it may go to.
 type probe struct {
-	hash  uint64 // maphash of the id, with the sketch's seed
+	hash  uint64 // Hash(id): its home and fingerprint in an index, and the digest of a long id
 	id    string
 	label string
-	tail  uint64 // FNV-1a of the whole id, for an id longer than IDBytes
+	key   *key // instead of id: the key of a front entry leaving the front
 }
 
-// init fills p in place (returning a probe by value costs a copy that
-// shows on the check path).
-func (p *probe) init(seed maphash.Seed, id, label string) {
-	p.hash = maphash.String(seed, id)
-	p.id, p.label = id, label
-	if len(id) > IDBytes {
-		p.tail = fnv64(id)
-	}
-}
-
-// fnv64 returns the 64-bit FNV-1a hash of s: deterministic across
-// instances, so that the same long id merges with itself in a View.
-func fnv64(s string) uint64 {
+// Hash returns the hash of id that ObserveHashed takes: 64-bit FNV-1a,
+// the same in every process and for every Sketch, so that a caller that
+// has hashed the id already (to pick its shard, say) need not hash it again.
+func Hash(id string) uint64 {
 	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
 		h *= 1099511628211
 	}
 	return h
@@ -55,24 +47,41 @@ type key struct {
 }
 
 func (k *key) set(p *probe) {
+	if p.key != nil {
+		*k = *p.key
+		return
+	}
+	old := int(min(k.n, IDBytes))
 	k.n = uint32(min(len(p.id), math.MaxUint32))
 	if len(p.id) <= IDBytes {
 		copy(k.id[:], p.id)
-		clear(k.id[len(p.id):])
+		if len(p.id) < old {
+			clear(k.id[len(p.id):old]) // the bytes past an id are always 0
+		}
 		return
 	}
 	copy(k.id[:idPrefix], p.id)
-	putUint64(k.id[idPrefix:], p.tail)
+	putUint64(k.id[idPrefix:], p.hash)
 }
 
 func (k *key) matches(p *probe) bool {
+	if p.key != nil {
+		return *k == *p.key
+	}
 	if int(k.n) != len(p.id) {
 		return false
+	}
+	if n := len(p.id); n >= 8 && n <= 16 {
+		// Two words each, overlapping for fewer than 16 bytes: most ids,
+		// compared without a call.
+		b := unsafe.Slice(unsafe.StringData(p.id), n)
+		return binary.LittleEndian.Uint64(k.id[:]) == binary.LittleEndian.Uint64(b) &&
+			binary.LittleEndian.Uint64(k.id[n-8:]) == binary.LittleEndian.Uint64(b[n-8:])
 	}
 	if len(p.id) <= IDBytes {
 		return string(k.id[:len(p.id)]) == p.id
 	}
-	return string(k.id[:idPrefix]) == p.id[:idPrefix] && getUint64(k.id[idPrefix:]) == p.tail
+	return string(k.id[:idPrefix]) == p.id[:idPrefix] && getUint64(k.id[idPrefix:]) == p.hash
 }
 
 // text returns the id as stored, and whether it was cut to fit.
@@ -165,7 +174,7 @@ func (s *summary) add(p *probe, w uint64) {
 			continue
 		}
 		c := int(x&counterBits) - 1
-		if e := &s.ents[c]; e.label == p.label && e.key.matches(p) {
+		if e := &s.ents[c]; sameString(e.label, p.label) && e.key.matches(p) {
 			s.counts[c] = satAdd(s.counts[c], w)
 			s.atMin[c>>6] &^= 1 << (c & 63)
 			return
@@ -248,6 +257,12 @@ func (s *summary) unindex(c int) {
 			}
 		}
 	}
+}
+
+// sameString is a == b, with the common case of one string (a label the
+// caller passes each time) settled without comparing bytes.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 func satAdd(a, b uint64) uint64 {

@@ -3,7 +3,6 @@ package topk
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"time"
 	"unsafe"
@@ -80,6 +79,12 @@ type Config struct {
 	// per interval): 0 means DefaultCapacity; at most MaxCapacity. A View's
 	// counts are at most Total/Capacity above the truth.
 	Capacity int
+	// Front, if positive, gives the Sketch a front of at least that many
+	// keys (a power of two, at most MaxFront; 112 bytes each): the keys
+	// observed last, each counted there until it leaves (see the package
+	// documentation). It makes repeated ids cheaper to observe and leaves
+	// every guarantee as it is; 0 means none.
+	Front int
 }
 
 // interval is one interval of the ring: a summary per metric.
@@ -96,7 +101,6 @@ const noStamp = math.MinInt64
 // lock of its own: it is meant to live in a shard and be called while the
 // shard's lock is held, like the shard's table.
 type Sketch struct {
-	seed     maphash.Seed
 	capacity int
 	// The ring: interval number i in ivs[i mod slots].
 	ivs    [slots]interval
@@ -109,6 +113,11 @@ type Sketch struct {
 	ents   []entry
 	index  []uint64
 	atMin  []uint64
+	// The front (Config.Front), in sets of frontWays entries; the set of
+	// a hash is its top 16 bits (MaxFront/frontWays sets at most) masked
+	// with frontSets, the number of sets less one.
+	front     []frontEntry
+	frontSets int
 }
 
 // New returns an empty Sketch; the error, for a Config out of range,
@@ -121,9 +130,11 @@ func New(cfg Config) (*Sketch, error) {
 	case k < 0 || k > MaxCapacity:
 		return nil, fmt.Errorf("%w: Capacity %d is not in [1, %d]", ErrConfig, cfg.Capacity, MaxCapacity)
 	}
+	if cfg.Front < 0 || cfg.Front > MaxFront {
+		return nil, fmt.Errorf("%w: Front %d is not in [0, %d]", ErrConfig, cfg.Front, MaxFront)
+	}
 	ix, words := indexSize(k), (k+63)/64
 	s := &Sketch{
-		seed:     maphash.MakeSeed(),
 		capacity: k,
 		latest:   noStamp,
 		until:    math.MinInt64,
@@ -131,6 +142,11 @@ func New(cfg Config) (*Sketch, error) {
 		ents:     make([]entry, summaryBlocks*k),
 		index:    make([]uint64, summaryBlocks*ix),
 		atMin:    make([]uint64, summaryBlocks*words),
+	}
+	if cfg.Front > 0 {
+		size := frontSize(cfg.Front)
+		s.front = make([]frontEntry, size)
+		s.frontSets = size/frontWays - 1
 	}
 	n := 0
 	for i := range s.ivs {
@@ -168,7 +184,8 @@ func (s *Sketch) Bytes() int {
 		len(s.counts)*int(unsafe.Sizeof(s.counts[0])) +
 		len(s.ents)*int(unsafe.Sizeof(s.ents[0])) +
 		len(s.index)*int(unsafe.Sizeof(s.index[0])) +
-		len(s.atMin)*int(unsafe.Sizeof(s.atMin[0]))
+		len(s.atMin)*int(unsafe.Sizeof(s.atMin[0])) +
+		s.frontBytes()
 }
 
 // Observe counts hits for the key (id, label) at now: all of them by Hits,
@@ -184,12 +201,26 @@ func (s *Sketch) Bytes() int {
 // already seen counts in the latest interval, so a clock stepping back
 // never reopens one.
 func (s *Sketch) Observe(id, label string, hits int64, denied bool, now time.Time) {
+	s.ObserveHashed(Hash(id), id, label, hits, denied, now)
+}
+
+// ObserveHashed is Observe for a caller that has hashed id already: hash
+// must be Hash(id), which it saves computing again. The hash is not
+// seeded, so ids made to collide can lengthen a probe, never beyond the
+// index of a summary (twice its counters).
+func (s *Sketch) ObserveHashed(hash uint64, id, label string, hits int64, denied bool, now time.Time) {
 	if hits <= 0 {
 		return
 	}
-	var p probe
-	p.init(s.seed, id, label)
-	iv := s.current(now.UnixNano())
+	p := probe{hash: hash, id: id, label: label}
+	iv := s.cur
+	if ns := now.UnixNano(); ns >= s.until {
+		iv = s.current(ns)
+	}
+	if s.front != nil {
+		s.frontAdd(iv, &p, uint64(hits), denied)
+		return
+	}
 	iv.hits.add(&p, uint64(hits))
 	if denied {
 		iv.denials.add(&p, uint64(hits))
@@ -202,6 +233,7 @@ func (s *Sketch) current(ns int64) *interval {
 	if ns < s.until {
 		return s.cur // most calls: no division
 	}
+	s.flushFront() // the front's weights are the latest interval's
 	i := floorDiv(ns, int64(width))
 	s.latest = i
 	s.until = math.MaxInt64

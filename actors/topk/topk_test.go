@@ -3,6 +3,7 @@ package topk
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -18,7 +19,13 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 
 func newSketch(t testing.TB, capacity int) *Sketch {
 	t.Helper()
-	s, err := New(Config{Capacity: capacity})
+	return newFronted(t, capacity, 0)
+}
+
+// newFronted returns a Sketch of capacity counters with a front of front keys.
+func newFronted(t testing.TB, capacity, front int) *Sketch {
+	t.Helper()
+	s, err := New(Config{Capacity: capacity, Front: front})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +48,15 @@ func top(m Metric, w Window, partitioned bool, now time.Time, sketches ...*Sketc
 // most Total/Capacity.
 func TestZipfAccuracy(t *testing.T) {
 	t.Parallel()
+	for _, front := range []int{0, 512} {
+		t.Run(fmt.Sprint("front=", front), func(t *testing.T) {
+			t.Parallel()
+			zipfAccuracy(t, front)
+		})
+	}
+}
+
+func zipfAccuracy(t *testing.T, front int) {
 	const ids, shards = 1_000_000, 8
 	samples := 1_000_000
 	if testing.Short() {
@@ -52,7 +68,7 @@ func TestZipfAccuracy(t *testing.T) {
 	zipf := rand.NewZipf(rng, 1.1, 1, ids-1)
 	sketches := make([]*Sketch, shards)
 	for i := range sketches {
-		sketches[i] = newSketch(t, 0)
+		sketches[i] = newFronted(t, 0, front)
 	}
 	hits, denials := make([]uint64, ids), make([]uint64, ids)
 	names := make([]string, ids)
@@ -69,7 +85,7 @@ func TestZipfAccuracy(t *testing.T) {
 		if denied {
 			denials[r]++
 		}
-		sketches[fnv64(names[r])%shards].Observe(names[r], "r", 1, denied, at(span*time.Duration(i)/time.Duration(samples)))
+		sketches[Hash(names[r])%shards].Observe(names[r], "r", 1, denied, at(span*time.Duration(i)/time.Duration(samples)))
 	}
 	now := at(span)
 	for _, c := range []struct {
@@ -313,7 +329,7 @@ func TestNewConfig(t *testing.T) {
 // (AllocsPerRun refuses to run in parallel.)
 func TestMemoryFixed(t *testing.T) {
 	for _, c := range []struct{ capacity, bytes int }{
-		{0, 356_896}, {1, 10_576 + 90*(104+8*2+8)}, {64, 10_576 + 90*(104*64+8*128+8)}, {100, 10_576 + 90*(104*100+8*256+8*2)},
+		{0, 356_920}, {1, 10_600 + 90*(104+8*2+8)}, {64, 10_600 + 90*(104*64+8*128+8)}, {100, 10_600 + 90*(104*100+8*256+8*2)},
 	} {
 		if got := newSketch(t, c.capacity).Bytes(); got != c.bytes {
 			t.Errorf("Capacity %d: Bytes %d, want %d", c.capacity, got, c.bytes)

@@ -58,9 +58,12 @@ func (v *View) Reset() {
 }
 
 // Merge adds the summaries of s that v's Window covers at now, for v's
-// Metric. A now earlier than the latest time s observed is taken as that
-// time, as in Observe.
+// Metric, having first moved the keys of its front (Config.Front) into
+// them: it writes s, so it needs what Observe needs (the shard's lock). A
+// now earlier than the latest time s observed is taken as that time, as
+// in Observe.
 func (v *View) Merge(s *Sketch, now time.Time) {
+	s.flushFront()
 	cur := max(floorDiv(now.UnixNano(), int64(width)), s.latest)
 	oldest := cur - v.Window.span() + 1
 	sk := len(v.errors)

@@ -104,5 +104,7 @@
 // The Handler depends on no part of the rate limiter: it reads Traffic,
 // TopKeys, Rules and Health, small interfaces the wiring implements (top
 // keys with package actors/topk). A nil source makes its endpoint answer
-// 404 and the page show the panel as not available.
+// 404 and the page show the panel as not available. Latencies, like
+// TrafficRing, is a fixed-memory recorder for the wiring: the check
+// latency quantiles of the health panel, over the last minute.
 package dashboard

@@ -34,7 +34,9 @@ type Options struct {
 	// zero) or 429.
 	DenyStatus int
 	// Metrics, when set, records every check and is served on GET /metrics.
-	// When nil there is no /metrics route and nothing is recorded.
+	// When nil there is no /metrics route and nothing is recorded. If it is
+	// also an api.RuleRecorder, every check of a named rule is told to it
+	// too (each of a batch's).
 	Metrics Metrics
 	// Logger receives unexpected Checker errors. Nil discards them.
 	Logger *slog.Logger
@@ -60,9 +62,10 @@ const (
 type handler struct {
 	httpwire.Responder
 	checker  api.Checker
-	reserver api.Reserver // checker, if it is one
-	rules    *rules.Store // nil: no rules
-	metrics  Metrics      // nil: nothing recorded
+	reserver api.Reserver     // checker, if it is one
+	rules    *rules.Store     // nil: no rules
+	metrics  Metrics          // nil: nothing recorded
+	byRule   api.RuleRecorder // metrics, if it is one; else nil
 	promh    http.Handler
 	routes   map[string]http.Handler // Options.Routes
 	log      *slog.Logger
@@ -111,6 +114,7 @@ func NewHandler(c api.Checker, opts Options) (http.Handler, error) {
 	h.reserver, _ = c.(api.Reserver)
 	if h.metrics != nil {
 		h.promh = h.metrics.Handler()
+		h.byRule, _ = h.metrics.(api.RuleRecorder)
 	}
 	return h, nil
 }
@@ -207,6 +211,7 @@ func (h *handler) checkOne(w http.ResponseWriter, r *http.Request, p *httpwire.P
 	} else {
 		h.WriteDecision(w, &a, false)
 	}
+	h.recordRule(&a)
 	return a.Result()
 }
 
@@ -287,6 +292,9 @@ func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []httpwi
 		}
 		as[i].D = d
 	}
+	for i := range as {
+		h.recordRule(&as[i])
+	}
 	return h.WriteBatch(w, as, allowed)
 }
 
@@ -336,6 +344,14 @@ func (h *handler) checkFailed(ctx context.Context, w http.ResponseWriter, op str
 func (h *handler) record(res api.Result, start time.Time) {
 	if h.metrics != nil {
 		h.metrics.Checked(res, start)
+	}
+}
+
+// recordRule tells the metrics, if they count by rule, what a check of a
+// named rule came to.
+func (h *handler) recordRule(a *httpwire.Answer) {
+	if h.byRule != nil && a.Rule != "" {
+		h.byRule.CheckedRule(a.Rule, a.Result())
 	}
 }
 

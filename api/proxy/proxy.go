@@ -51,7 +51,8 @@ type Options struct {
 	// Transport reaches the upstream; nil means a pooled http.Transport
 	// with timeouts.
 	Transport http.RoundTripper
-	// Metrics, when set, records every decision.
+	// Metrics, when set, records every decision; if it is also an
+	// api.RuleRecorder, every check of a named rule too.
 	Metrics api.Recorder
 	// Logger receives upstream failures and unexpected errors; nil discards them.
 	Logger *slog.Logger
@@ -117,6 +118,7 @@ func New(c api.Checker, opts Options) (http.Handler, error) {
 		metrics:     opts.Metrics,
 		log:         opts.Logger,
 	}
+	p.byRule, _ = opts.Metrics.(api.RuleRecorder)
 	p.clientKey, p.user = httpwire.KeyFuncs(opts.ClientKey, opts.UserFunc)
 	if p.trustedPeer == nil {
 		p.trustedPeer = func(*http.Request) bool { return false }
@@ -166,6 +168,7 @@ type proxy struct {
 	trustedPeer func(*http.Request) bool
 	user        func(*http.Request) string
 	metrics     api.Recorder
+	byRule      api.RuleRecorder // metrics, if it is one; else nil
 	log         *slog.Logger
 }
 
@@ -217,6 +220,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var shadow *table.Request
 	var shadowRule string
+	ruleAt := -1 // the element of as of the enforced rule, if any
 	if p.opts.Rules != nil {
 		if rule, ok := p.opts.Rules.Match(r.Method, r.Host, httpwire.CleanPath(r.URL.Path)); ok {
 			req := httpwire.RuleRequest(rule, p.ruleKey(r, &rule), 1)
@@ -224,6 +228,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				shadow, shadowRule = &req, rule.Name
 			} else {
 				reqs[n], as[n] = req, httpwire.Answer{ID: req.ID, Scale: rule.Scale, Rule: rule.Name}
+				ruleAt = n
 				n++
 			}
 		}
@@ -253,6 +258,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for i := range n {
 			as[i].D = decs[i]
 		}
+		if ruleAt >= 0 {
+			p.recordRule(as[ruleAt].Rule, as[ruleAt].Result())
+		}
 		if !allowed {
 			p.record(start, p.writeBatchDenial(w, as[:n]))
 			return
@@ -267,6 +275,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.log.Warn("proxy: shadow rule check failed", "rule", shadowRule, "err", err)
 		case !d.Allowed:
 			res = api.ResultShadowDenied
+			p.recordRule(shadowRule, res)
+		default:
+			p.recordRule(shadowRule, api.ResultAllowed)
 		}
 	}
 	if n > 0 {
@@ -290,6 +301,14 @@ func (p *proxy) writeBatchDenial(w http.ResponseWriter, as []httpwire.Answer) ap
 	a.D.RetryAfter = o.Retry
 	p.WriteDecision(w, &a, false)
 	return api.ResultDenied
+}
+
+// recordRule tells the metrics, if they count by rule, what a check of the
+// named rule came to.
+func (p *proxy) recordRule(rule string, res api.Result) {
+	if p.byRule != nil {
+		p.byRule.CheckedRule(rule, res)
+	}
 }
 
 // record records a decision in the metrics, if any.

@@ -24,6 +24,7 @@ type running struct {
 	admin  *adminServer // nil without the admin API
 	redis  *respServer  // nil without --redis-listen
 	rls    *rlsServer   // nil without --grpc-listen and --rls-config
+	dash   *dashData    // nil without the dashboard
 	srv    *http.Server
 	ln     net.Listener // the public listener, capped
 	served chan error   // Serve's return
@@ -66,7 +67,10 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 		log.Error("cannot load the RLS config", "err", err)
 		return nil, exitFailure
 	}
-	sys, err := actors.Start(ctx, actorsConfig(cfg, log, prom))
+	dash := newDashData(cfg)
+	acfg := actorsConfig(cfg, log, prom)
+	dash.configureActors(&acfg)
+	sys, err := actors.Start(ctx, acfg)
 	if err != nil {
 		rs.close()
 		rl.close()
@@ -84,7 +88,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 	if _, ok := sys.ClusterStatus(); ok {
 		prom.ObserveCluster(clusterMetrics(sys))
 	}
-	d := &running{cfg: cfg, log: log, rules: rs, sys: sys, rls: rl}
+	d := &running{cfg: cfg, log: log, rules: rs, sys: sys, rls: rl, dash: dash}
 	if !d.listen(ctx, nofile, adminToken, prom) {
 		d.admin.shutdown(context.Background(), log)
 		d.redis.drain(context.Background(), log)()
@@ -136,7 +140,7 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 			"max_conns", budget.maxConns, "descriptors_needed", need, "descriptor_limit", nofile)
 	}
 
-	if err := d.rls.listen(d.sys, budget.maxConns, prom); err != nil {
+	if err := d.rls.listen(d.sys, budget.maxConns, prom, d.dash); err != nil {
 		log.Error("cannot start the Rate Limit Service", "err", err)
 		return false
 	}
@@ -144,11 +148,11 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 	if cfg.proxy.upstream != "" {
 		// Proxy mode: the public listener proxies everything; metrics are
 		// on the admin listener.
-		handler, err = newProxy(cfg, log, d.sys, d.rules, prom)
+		handler, err = newProxy(cfg, log, d.sys, d.rules, d.dash.recorder(prom))
 	} else {
 		handler, err = httpapi.NewHandler(d.sys, httpapi.Options{
 			DenyStatus: cfg.denyStatus,
-			Metrics:    prom,
+			Metrics:    d.dash.recorder(prom),
 			Logger:     log.With("component", "api"),
 			Rules:      d.rules.store,
 			Routes:     d.rls.routes(),
@@ -158,11 +162,11 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 		log.Error("cannot build the HTTP handler", "err", err)
 		return false
 	}
-	if d.admin, err = startAdmin(cfg, adminToken, budget.maxConns, log, d.sys, d.rules, prom); err != nil {
+	if d.admin, err = startAdmin(cfg, adminToken, budget.maxConns, log, d.sys, d.rules, prom, d.dash); err != nil {
 		log.Error("cannot start the admin API", "err", err)
 		return false
 	}
-	if d.redis, err = startRESP(cfg, budget.maxConns, log, d.sys, d.rules, prom); err != nil {
+	if d.redis, err = startRESP(cfg, budget.maxConns, log, d.sys, d.rules, prom, d.dash); err != nil {
 		log.Error("cannot start the Redis protocol server", "err", err)
 		return false
 	}

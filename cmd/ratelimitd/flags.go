@@ -50,9 +50,10 @@ type config struct {
 
 	proxy proxyConfig
 
-	redis   respConfig
-	cluster clusterConfig
-	rls     rlsConfig
+	redis     respConfig
+	cluster   clusterConfig
+	rls       rlsConfig
+	dashboard dashboardConfig
 }
 
 // parseFlags parses args into a config. On invalid flags it writes a message
@@ -105,7 +106,8 @@ func defaultConfig() config {
 
 		adminListen: "127.0.0.1:8081",
 
-		cluster: defaultClusterConfig(),
+		cluster:   defaultClusterConfig(),
+		dashboard: dashboardConfig{on: true, topKeys: true},
 	}
 }
 
@@ -126,6 +128,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	respFlags(fs, cfg)
 	clusterFlags(fs, cfg)
 	rlsFlags(fs, cfg)
+	dashboardFlags(fs, cfg)
 	return fs
 }
 

@@ -29,7 +29,7 @@ func TestLayout(t *testing.T) {
 		"sweeper":                {nil, nil},
 		"actors/clock":           {nil, nil},
 		"actors/clock/clocktest": {[]string{"actors/clock"}, nil},
-		"actors":                 {[]string{"table", "table/journal", "sweeper", "actors/clock", "actors/internal/peer"}, []string{"github.com/asynkron/protoactor-go", "go.etcd.io/etcd", "go.uber.org/zap"}},
+		"actors":                 {[]string{"table", "table/journal", "sweeper", "actors/clock", "actors/internal/peer", "actors/topk"}, []string{"github.com/asynkron/protoactor-go", "go.etcd.io/etcd", "go.uber.org/zap"}},
 		"actors/actorstest":      {[]string{"actors", "actors/clock/clocktest", "actors/internal/etcdtest"}, nil},
 		"actors/topk":            {nil, nil},
 		"api":                    {[]string{"table"}, nil},
@@ -54,7 +54,7 @@ func TestLayout(t *testing.T) {
 		// grpc has two owners, each serving its own protocol: the Envoy RLS transport and the members' transport.
 		"actors/internal/peer":     {nil, []string{"google.golang.org/grpc"}},
 		"actors/internal/etcdtest": {nil, nil},
-		"cmd/ratelimitd":           {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/resp", "api/rls", "api/rules", "sweeper", "table", "table/journal"}, nil},
+		"cmd/ratelimitd":           {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/resp", "api/rls", "api/rules", "sweeper", "table", "table/journal", "actors/topk", "api/dashboard"}, nil},
 	}
 	root := filepath.Join("..", "..")
 	seen := map[string]bool{}

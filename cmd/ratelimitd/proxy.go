@@ -7,13 +7,13 @@ import (
 	"net/url"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/clientip"
-	"github.com/ratelimitd/ratelimitd/api/metrics"
 	"github.com/ratelimitd/ratelimitd/api/proxy"
 )
 
 // newProxy builds the limiting reverse proxy of proxy mode.
-func newProxy(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics) (http.Handler, error) {
+func newProxy(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, rec api.Recorder) (http.Handler, error) {
 	u, err := url.Parse(cfg.proxy.upstream)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
@@ -31,7 +31,7 @@ func newProxy(cfg *config, log *slog.Logger, sys *actors.System, rs *ruleSet, pr
 		ClientKey:   resolver.Key,
 		TrustedPeer: resolver.TrustsPeer,
 		DenyStatus:  cfg.denyStatus,
-		Metrics:     prom,
+		Metrics:     rec,
 		Logger:      log.With("component", "proxy"),
 	})
 }

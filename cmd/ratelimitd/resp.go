@@ -35,7 +35,7 @@ func redisMaxConns(cfg *config, share int) int {
 // sys and the rules of rs, with the password read by readRedisPassword;
 // without --redis-listen it serves nothing. share is each listener's share
 // of the descriptors (connCaps).
-func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics) (*respServer, error) {
+func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, dash *dashData) (*respServer, error) {
 	if cfg.redis.listen == "" {
 		return nil, nil
 	}
@@ -49,7 +49,7 @@ func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs 
 		IdleTimeout: cfg.redis.idleTimeout,
 		Stopped:     actors.ErrStopped,
 		Unavailable: actors.ErrUnavailable,
-		Observer:    prom.ObserveRESP(maxConns),
+		Observer:    dash.respObserver(prom.ObserveRESP(maxConns)),
 		Logger:      rlog,
 		Version:     moduleVersion(),
 	})

@@ -114,7 +114,7 @@ func startRLS(cfg *config, log *slog.Logger, prom *metrics.Metrics) (*rlsServer,
 
 // listen builds the Service on sys and, with --grpc-listen, serves it on
 // its own listener, capped at maxConns connections.
-func (r *rlsServer) listen(sys *actors.System, maxConns int, prom *metrics.Metrics) error {
+func (r *rlsServer) listen(sys *actors.System, maxConns int, prom *metrics.Metrics, dash *dashData) error {
 	if r == nil {
 		return nil
 	}
@@ -122,7 +122,7 @@ func (r *rlsServer) listen(sys *actors.System, maxConns int, prom *metrics.Metri
 		CountOverLimit:  r.cfg.countOverLimit,
 		ShadowMode:      r.cfg.shadow,
 		ResponseHeaders: r.cfg.responseHeaders,
-		Observer:        r.obs,
+		Observer:        dash.rlsObserver(r.obs),
 		Logger:          r.log,
 	})
 	if err != nil {

@@ -147,8 +147,9 @@ type adminServer struct {
 
 // startAdmin serves the admin API on --admin-listen, at most maxConns
 // connections at once, with the bearer token tok (read by readToken) when
-// --admin-token-file is set; without it it serves nothing (and says so).
-func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics) (*adminServer, error) {
+// --admin-token-file is set, behind the dashboard when it is on (dash);
+// without the token file it serves nothing (and says so).
+func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, dash *dashData) (*adminServer, error) {
 	if cfg.adminTokenFile == "" {
 		log.Info("admin API off: no --admin-token-file")
 		return nil, nil
@@ -169,6 +170,9 @@ func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *ac
 	}
 	h, err := admin.NewHandler(opts)
 	if err != nil {
+		return nil, err
+	}
+	if h, err = dash.mount(h, cfg, tok, sys, rs, alog); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.adminListen)

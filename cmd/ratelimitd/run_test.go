@@ -38,7 +38,8 @@ var defaults = config{
 
 	adminListen: "127.0.0.1:8081",
 
-	cluster: clusterConfig{listen: "127.0.0.1:7946", name: "ratelimitd", lease: 3 * time.Second, vshards: 1024},
+	cluster:   clusterConfig{listen: "127.0.0.1:7946", name: "ratelimitd", lease: 3 * time.Second, vshards: 1024},
+	dashboard: dashboardConfig{on: true, topKeys: true},
 }
 
 func TestParseFlags(t *testing.T) {
@@ -86,6 +87,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--rules", "rules.yaml"}, with(func(c *config) { c.rulesFile = "rules.yaml" })},
 		{[]string{"--admin-listen", "127.0.0.1:0"}, with(func(c *config) { c.adminListen = "127.0.0.1:0" })},
 		{[]string{"--admin-token-file", "/run/secrets/token"}, with(func(c *config) { c.adminTokenFile = "/run/secrets/token" })},
+		{[]string{"--dashboard=false"}, with(func(c *config) { c.dashboard.on = false })},
+		{[]string{"--top-keys=false", "--dashboard"}, with(func(c *config) { c.dashboard.topKeys = false })},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:9000"}, with(func(c *config) { c.proxy.upstream = "http://127.0.0.1:9000" })},
 		{[]string{"--proxy-upstream", "https://app.internal"}, with(func(c *config) { c.proxy.upstream = "https://app.internal" })},
 		{[]string{"--client-limit", "100/1s"}, with(func(c *config) { c.proxy.client = &table.Policy{Limit: 100, Scale: time.Second} })},

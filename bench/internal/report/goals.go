@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ratelimitd/ratelimitd/bench/internal/gobench"
 )
 
 // Goal statuses.
@@ -29,6 +31,7 @@ const (
 	GoalEmbedded1k     = "embedded-1k"
 	GoalEmbedded1M     = "embedded-1M"
 	GoalMemory         = "memory"
+	GoalTopKeys        = "top-keys"
 )
 
 // Peer roles, as HTTPPeer.Short.
@@ -100,7 +103,57 @@ func Goals(r *Report) []Goal {
 	gs = append(gs, g)
 	gs = append(gs, respGoals(r.RESP)...)
 	gs = append(gs, clusterGoal(r.Cluster))
-	return append(gs, rlsGoals(r)...)
+	gs = append(gs, rlsGoals(r)...)
+	return append(gs, topKeysGoal(r.InPkg))
+}
+
+// topKeysPrefix and checkPrefix name BenchmarkCheck's rows with and
+// without top-keys tracking; the rest of a name (p=N) pairs them.
+const (
+	topKeysPrefix = "BenchmarkCheck/system+topkeys/"
+	checkPrefix   = "BenchmarkCheck/system/"
+)
+
+// topKeysGoal: BenchmarkCheck with top-keys tracking at least 0.95× its
+// checks/s without, for every goroutine count of the run, with no
+// allocation per check.
+func topKeysGoal(p *InPkg) Goal {
+	g := Goal{ID: GoalTopKeys, Name: "top-keys tracking on the check path: `BenchmarkCheck` with it ≥ 0.95× without it (checks/s, every p), 0 allocations per check", Target: "≥ 0.95×, 0 allocs", Status: NotMeasured}
+	s := p.Family(gobench.FamCheck)
+	if s == nil {
+		return g
+	}
+	var parts []string
+	worst, allocs, any := 0.0, 0.0, false
+	for _, r := range s.Rows {
+		rest, ok := strings.CutPrefix(r.Name, topKeysPrefix)
+		if !ok {
+			continue
+		}
+		base, ok := s.Row(checkPrefix + rest)
+		if !ok {
+			continue
+		}
+		with, ok1 := r.Stat("checks/s")
+		without, ok2 := base.Stat("checks/s")
+		if !ok1 || !ok2 || without.Median == 0 {
+			continue
+		}
+		x := with.Median / without.Median
+		if !any || x < worst {
+			worst = x
+		}
+		a, _ := r.Stat("allocs/op")
+		allocs = max(allocs, a.Median)
+		any = true
+		parts = append(parts, fmt.Sprintf("%s: %s vs %s checks/s = %.2f×", rest, rate(with.Median), rate(without.Median), x))
+	}
+	if !any {
+		return g
+	}
+	g.Status = status(worst >= 0.95 && allocs == 0)
+	g.Measured = fmt.Sprintf("worst case %.2f×, %s allocs/op (%s)", worst, metric(allocs, "allocs/op"), strings.Join(parts, "; "))
+	return g
 }
 
 // embeddedGoal: at keys, ratelimitd within 3× of the fastest library in

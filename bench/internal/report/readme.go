@@ -259,6 +259,7 @@ func readmeRows(r *Report) []readmeRow {
 	bench("`table.Apply` vs a map+mutex counter (`BenchmarkApply/keys=1000/table`)", gobench.FamApply, "BenchmarkApply/keys=1000/table", "ns/op", "map+mutex")
 	bench("`table.Apply` vs a map+mutex counter (`BenchmarkApply/keys=1000000/table`)", gobench.FamApply, "BenchmarkApply/keys=1000000/table", "ns/op", "map+mutex")
 	bench("`System.Check` vs a map+mutex floor (`BenchmarkCheck/system/p=64`)", gobench.FamCheck, "BenchmarkCheck/system/p=64", "checks/s", "map+mutex floor")
+	add(topKeysRow(p, goal(GoalTopKeys)))
 	for _, mode := range []string{"none", "interval", "always"} {
 		bench(fmt.Sprintf("`System.Check` with journal sync `%s` vs no journal (`BenchmarkCheckJournal/sync=%s`)", mode, mode),
 			gobench.FamCheckJournal, "BenchmarkCheckJournal/sync="+mode, "checks/s", "no journal", "p99-µs")
@@ -313,6 +314,29 @@ func readmeRows(r *Report) []readmeRow {
 	}
 	add(px)
 	return rows
+}
+
+// topKeysRow is README's row of the top keys' cost: BenchmarkCheck with
+// top-keys tracking against without, at p=64, as the row above it.
+func topKeysRow(p *InPkg, goal string) readmeRow {
+	x := readmeRow{what: "`System.Check` with top-keys tracking vs without (`BenchmarkCheck/system+topkeys/p=64`)", goal: goal, ours: notMeasured}
+	s := p.Family(gobench.FamCheck)
+	if s == nil {
+		return x
+	}
+	with, ok1 := s.Row(topKeysPrefix + "p=64")
+	without, ok2 := s.Row(checkPrefix + "p=64")
+	w, ok3 := with.Stat("checks/s")
+	wo, ok4 := without.Stat("checks/s")
+	if !ok1 || !ok2 || !ok3 || !ok4 || wo.Median == 0 {
+		return x
+	}
+	x.ours = metric(w.Median, "checks/s") + " checks/s"
+	if a, ok := with.Stat("allocs/op"); ok {
+		x.ours += ", " + metric(a.Median, "allocs/op") + " allocs/op"
+	}
+	x.base, x.ratio = "without: "+metric(wo.Median, "checks/s")+" checks/s", ratio(w.Median/wo.Median)
+	return x
 }
 
 type sweepCurve = []scaling.SweepPoint

@@ -1,0 +1,243 @@
+package actors
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
+	"github.com/ratelimitd/ratelimitd/actors/topk"
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// topEntry is what a test compares of a topk.Entry.
+type topEntry struct {
+	ID, Label string
+	Count     uint64
+}
+
+func entries(keys []topk.Entry) []topEntry {
+	out := make([]topEntry, len(keys))
+	for i, k := range keys {
+		out[i] = topEntry{k.ID, k.Label, k.Count}
+	}
+	return out
+}
+
+// top returns s.Top, failing the test on an error.
+func top(t *testing.T, s *System, m topk.Metric, w topk.Window, now time.Time) TopKeys {
+	t.Helper()
+	tk, err := s.Top(m, w, -1, now)
+	if err != nil {
+		t.Fatalf("Top(%v, %v): %v", m, w, err)
+	}
+	return tk
+}
+
+func check(t *testing.T, s *System, req table.Request) table.Decision {
+	t.Helper()
+	d, err := s.Check(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Check(%+v): %v", req, err)
+	}
+	return d
+}
+
+// TestTopKeysCountChecks: with Config.TopKeys every check's hits count by
+// hits under its label (the rule's name, or the ad-hoc policy's text), its
+// denied hits by denials, over every shard; peeks and refunds count
+// nothing, and a minute later the 1m window is empty while the 15m one
+// still holds them.
+func TestTopKeysCountChecks(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := startSystem(t, Config{Shards: 4, Clock: clk, SweepInterval: -1, TopKeys: true})
+	login := table.Request{ID: "alice", Policy: table.Policy{Scale: time.Minute, Limit: 5}, Hits: 1, Namespace: "login"}
+	for range 20 {
+		check(t, s, login)
+	}
+	adhoc := table.Request{ID: "bob", Policy: table.Policy{Scale: time.Minute, Limit: 100, Algorithm: table.TokenBucket}, Hits: 3}
+	for range 4 {
+		check(t, s, adhoc)
+	}
+	peek := adhoc
+	peek.ID, peek.Hits = "carol", 0
+	check(t, s, peek)
+	refund := adhoc
+	refund.Hits = 2
+	if _, err := s.Refund(context.Background(), refund); err != nil {
+		t.Fatal(err)
+	}
+
+	now := clk.Now()
+	hits := top(t, s, topk.Hits, topk.Minute, now)
+	want := []topEntry{{"alice", "login", 20}, {"bob", "100/1m0s/token_bucket", 12}}
+	if got := entries(hits.Keys); !slices.Equal(got, want) || hits.Total != 32 || hits.Bound != 0 {
+		t.Errorf("by hits: got %+v (total %d, bound %d), want %+v (total 32, bound 0)", got, hits.Total, hits.Bound, want)
+	}
+	denials := top(t, s, topk.Denials, topk.Minute, now)
+	if got, want := entries(denials.Keys), []topEntry{{"alice", "login", 15}}; !slices.Equal(got, want) || denials.Total != 15 {
+		t.Errorf("by denials: got %+v (total %d), want %+v (total 15)", got, denials.Total, want)
+	}
+	if tk, err := s.Top(topk.Hits, topk.Minute, 1, now); err != nil || len(tk.Keys) != 1 || tk.Keys[0].ID != "alice" {
+		t.Errorf("Top(n=1): got %+v, %v; want alice only", tk, err)
+	}
+
+	later := now.Add(2 * time.Minute)
+	if got := top(t, s, topk.Hits, topk.Minute, later); len(got.Keys) != 0 || got.Total != 0 {
+		t.Errorf("1m window 2m later: got %+v, want empty", got)
+	}
+	if got := entries(top(t, s, topk.Hits, topk.FifteenMinutes, later).Keys); !slices.Equal(got, want) {
+		t.Errorf("15m window 2m later: got %+v, want %+v", got, want)
+	}
+}
+
+// TestTopKeysFullTableAndBatches: a check refused because its table is full
+// counts its hits but not as denied (the id's limit did not deny it); in a
+// CheckAll, only the check whose own limit denied it counts as denied, not
+// the others of the refused batch.
+func TestTopKeysFullTableAndBatches(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, MaxBuckets: 2, TopKeys: true})
+	one := func(id string, limit int64) table.Request {
+		return table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: limit}, Hits: 1, Namespace: "r"}
+	}
+	batch := []table.Request{one("tight", 1), one("loose", 100)}
+	for i, wantAllowed := range []bool{true, false} {
+		if _, allowed, err := s.CheckAll(context.Background(), batch); err != nil || allowed != wantAllowed {
+			t.Fatalf("CheckAll %d: allowed %v, %v; want %v", i, allowed, err, wantAllowed)
+		}
+	}
+	if d := check(t, s, one("newcomer", 100)); !d.Full {
+		t.Fatalf("a third bucket: got %+v, want Full", d)
+	}
+	now := clk.Now()
+	if got, want := entries(top(t, s, topk.Hits, topk.Minute, now).Keys), []topEntry{{"loose", "r", 2}, {"tight", "r", 2}, {"newcomer", "r", 1}}; !slices.Equal(got, want) {
+		t.Errorf("by hits: got %+v, want %+v", got, want)
+	}
+	if got, want := entries(top(t, s, topk.Denials, topk.Minute, now).Keys), []topEntry{{"tight", "r", 1}}; !slices.Equal(got, want) {
+		t.Errorf("by denials: got %+v, want %+v", got, want)
+	}
+}
+
+// TestTopKeysOff: a System without Config.TopKeys tracks nothing and says
+// so.
+func TestTopKeysOff(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, Config{Shards: 2, SweepInterval: -1})
+	check(t, s, hit("alice", 10))
+	if tk, err := s.Top(topk.Hits, topk.Minute, 10, time.Now()); !errors.Is(err, ErrNoTopKeys) || len(tk.Keys) != 0 {
+		t.Errorf("Top without TopKeys: got %+v, %v; want ErrNoTopKeys", tk, err)
+	}
+}
+
+// TestTopKeysAfterCrash: a shard that crashes starts its top keys afresh,
+// as it does its table; the other shards keep theirs.
+func TestTopKeysAfterCrash(t *testing.T) {
+	t.Parallel()
+	const shards = 2
+	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := startSystem(t, Config{Shards: shards, Clock: clk, SweepInterval: -1, TopKeys: true, applyHook: poisonHook})
+	crashed := sameShard("poison", shards, 2)[1]
+	var other string
+	for i := 0; other == ""; i++ {
+		if id := fmt.Sprint("other-", i); shardOf(id, shards) != shardOf("poison", shards) {
+			other = id
+		}
+	}
+	check(t, s, hit(crashed, 10))
+	check(t, s, hit(other, 10))
+	if _, err := s.Check(context.Background(), hit("poison", 10)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("poisoned check: got %v, want ErrUnavailable", err)
+	}
+	check(t, s, hit(crashed, 10))
+	got := entries(top(t, s, topk.Hits, topk.Minute, clk.Now()).Keys)
+	want := []topEntry{{crashed, "10/1h0m0s", 1}, {other, "10/1h0m0s", 1}}
+	slices.SortFunc(want, func(a, b topEntry) int { return cmp.Compare(a.ID, b.ID) })
+	if !slices.Equal(got, want) {
+		t.Errorf("after the crash: got %+v, want %+v (the crashed shard's first hit forgotten)", got, want)
+	}
+}
+
+// TestTopKeysCheckAllocatesNothing: with top keys, a check, by rule or with
+// an ad-hoc policy, allocates nothing once its id is known: the policy's
+// label is made once per shard, not per check. (AllocsPerRun refuses to
+// run in parallel.)
+func TestTopKeysCheckAllocatesNothing(t *testing.T) {
+	s := startSystem(t, Config{Shards: 1, SweepInterval: -1, TopKeys: true})
+	ctx := context.Background()
+	for _, req := range []table.Request{hit("alice", 1<<40), {ID: "bob", Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1, Namespace: "api"}} {
+		check(t, s, req)
+		if n := testing.AllocsPerRun(1000, func() { _, _ = s.Check(ctx, req) }); n != 0 {
+			t.Errorf("Check(%+v) with top keys: %v allocations, want 0", req, n)
+		}
+	}
+}
+
+// TestTopKeysCapacity: the sketches hold 256 counters per summary in all,
+// at least 8 and at most topk.DefaultCapacity per shard, and a front of 16
+// ids per counter.
+func TestTopKeysCapacity(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ shards, want int }{{1, 32}, {8, 32}, {9, 29}, {16, 16}, {32, 8}, {256, 8}, {MaxShards, 8}} {
+		if got := topKeysCapacity(c.shards); got != c.want {
+			t.Errorf("topKeysCapacity(%d) = %d, want %d", c.shards, got, c.want)
+		}
+	}
+	// Top's documentation (and README's) of a shard's sketch's memory.
+	for _, c := range []struct{ shards, bytes int }{{8, 414_264}, {64, 112_056}} {
+		if got := newSketch(&Config{Shards: c.shards}).Bytes(); got != c.bytes {
+			t.Errorf("%d shards: a sketch of %d bytes, want %d", c.shards, got, c.bytes)
+		}
+	}
+}
+
+// TestIDHashIsTopkHash: the hash that picks an id's shard is the one the
+// shard's sketch takes (ObserveHashed), and stays what it was: shards
+// depend on it across restarts.
+func TestIDHashIsTopkHash(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"a", "alice", "user-7919", "<img src=x onerror=alert(1)>", string(make([]byte, 300))} {
+		if got, want := idHash(id), topk.Hash(id); got != want {
+			t.Errorf("idHash(%q) = %#x, topk.Hash = %#x", id, got, want)
+		}
+	}
+	// FNV-1a 64 of "alice" and "user-7919".
+	if got := idHash("alice"); got != 0x508b2abb65a03907 {
+		t.Errorf(`idHash("alice") = %#x, want 0x508b2abb65a03907`, got)
+	}
+	if got, want := shardOf("user-7919", 12), int(uint64(0xb1f62164af10cc6f)%12); got != want {
+		t.Errorf(`shardOf("user-7919", 12) = %d, want %d`, got, want)
+	}
+}
+
+// TestTopKeysCallWithoutHash: a call that reaches its shard without its
+// id's hash (one not made by System.call) is counted under the id's own
+// hash: a long id is not confused with another of the same first bytes.
+func TestTopKeysCallWithoutHash(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, TopKeys: true})
+	long := strings.Repeat("x", topk.IDBytes)
+	sh := s.shards[0]
+	for i, id := range []string{long + "a", long + "b", long + "b"} {
+		c := &call{op: opCheck, req: table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, done: make(chan struct{}, 1)}
+		if served, err := s.serveDirect(sh, true, c); !served || err != nil || c.err != nil {
+			t.Fatalf("serveDirect %d: %v, %v, %v", i, served, err, c.err)
+		}
+	}
+	keys := top(t, s, topk.Hits, topk.Minute, clk.Now()).Keys
+	var counts []uint64
+	for _, k := range keys {
+		counts = append(counts, k.Count)
+	}
+	if !slices.Equal(counts, []uint64{2, 1}) {
+		t.Errorf("two long ids of the same first bytes: counts %v, want [2 1]", counts)
+	}
+}
