@@ -158,44 +158,42 @@ func BenchmarkFreezeRecords(b *testing.B) {
 }
 
 // BenchmarkMemoryPerBucket reports the heap held per live bucket at 1M
-// buckets (all indexes included), after GC, with and without the id bytes.
+// and 10M buckets (10M unless -short; all indexes included), after GC,
+// with and without the id bytes, and Footprint's breakdown of it.
 func BenchmarkMemoryPerBucket(b *testing.B) {
-	const n = 1_000_000
-	ids := benchIDs(n)
-	idBytes := 0
-	for _, id := range ids {
-		idBytes += len(id)
-	}
-	now := time.UnixMilli(1_700_000_000_000)
-	for i := 0; i < b.N; i++ {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		t := New(Config{})
-		for _, id := range ids {
-			t.Apply(Request{ID: id, Policy: Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, now)
+	for _, n := range []int{1_000_000, 10_000_000} {
+		if n > 1_000_000 && testing.Short() {
+			continue
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		if t.Len() != n {
-			b.Fatalf("got %d buckets, want %d", t.Len(), n)
-		}
-		perBucket := float64(after.HeapAlloc-before.HeapAlloc) / n
-		b.ReportMetric(perBucket, "B/bucket")
-		b.ReportMetric(perBucket-float64(idBytes)/n, "B/bucket-excl-id")
-		runtime.KeepAlive(t)
+		b.Run("buckets="+strconv.Itoa(n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				t, perBucket, idLen := heapPerBucket(n)
+				if t.Len() != n {
+					b.Fatalf("got %d buckets, want %d", t.Len(), n)
+				}
+				b.ReportMetric(perBucket, "B/bucket")
+				b.ReportMetric(perBucket-idLen, "B/bucket-excl-id")
+				f, per := t.Footprint(), func(x int64) float64 { return float64(x) / float64(n) }
+				b.ReportMetric(per(f.Slab), "B/bucket-slab")
+				b.ReportMetric(per(f.Index), "B/bucket-index")
+				b.ReportMetric(per(f.Windows), "B/bucket-windows")
+				b.ReportMetric(per(f.IDs), "B/bucket-ids")
+				b.ReportMetric(per(f.Other), "B/bucket-other")
+				runtime.KeepAlive(t)
+			}
+		})
 	}
 }
 
 // BenchmarkDeleteExpired measures the sweep of 10k expired buckets beside
-// 10k or 1M live ones. The sweep's work follows what expires, not the
-// table; its cost per deleted bucket still grows with the table, which at
-// 1M buckets no longer fits the CPU caches. The heap is collected before
-// each sweep, as a running server's would have been, so the expired
-// buckets are not measured hot from their creation.
+// 10k, 100k, 1M or 10M live ones (10k only under -short). The sweep's work
+// follows what expires, not the table; its cost per deleted bucket still
+// grows with the table, whose index no longer fits the CPU caches. The
+// heap is collected before each sweep, as a running server's would have
+// been, so the expired buckets are not measured hot from their creation.
 func BenchmarkDeleteExpired(b *testing.B) {
 	const expired = 10_000
-	for _, live := range []int{10_000, 1_000_000} {
+	for _, live := range []int{10_000, 100_000, 1_000_000, 10_000_000} {
 		if live > 10_000 && testing.Short() {
 			continue
 		}

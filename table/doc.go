@@ -1,7 +1,7 @@
 // Package table is the bucket table and the limit algorithms of ratelimitd:
-// the Erlang ETS ordered_set keyed {BucketNum, Id} of its heritage, reborn as
-// a B-tree (github.com/tidwall/btree) in window order, beside a hash index
-// that finds a bucket by id.
+// the Erlang ETS ordered_set keyed {BucketNum, Id} of its heritage, reborn
+// as lists of buckets per window, in window order, each window with a hash
+// index that finds a bucket by id.
 //
 // # Algorithms
 //
@@ -34,28 +34,36 @@
 // (namespace, algorithm, scale) for a rule's buckets, whose limit may change
 // without resetting them, or (algorithm, scale, limit, burst) for an ad-hoc
 // limit; the same id under two different limits never shares a counter.
-// A bucket's state (and its key) lives in a paged slab. The B-tree holds
-// fixed-size items (group, window, slot) in window order, for sweeps and
-// snapshots; an open-addressing hash index (a 32-bit fingerprint of the key
-// and the slot) finds a bucket by key in about one memory access, the key
-// then compared in full. A hit on an existing bucket is one lookup and an
-// in-place update, with no allocation; creating a bucket adds a tree item
-// and an index entry. A token or leaky bucket lives in the window of its last
+// Each group lists its windows in order, and each window the buckets in
+// it: a list linked through the buckets' cells, and an open-addressing
+// hash index (a 32-bit fingerprint of the key and the slot) that finds a
+// bucket by id in about one memory access, the key then compared in full.
+// A bucket's state is a 48-byte cell in a paged slab, without a pointer:
+// count, aux, its stamps in ms after its window's start, its window, its
+// fingerprint, the links of its window's list and the handle of its id,
+// which lives in an arena of 64 KiB chunks per id length (no string
+// header, no allocation per id; a deleted id's room goes to the next id of
+// its length). A hit on an existing bucket is one lookup and an in-place
+// update, with no allocation; creating a bucket adds a cell, its id and an
+// index entry. A token or leaky bucket lives in the window of its last
 // change, whose width is the scale or, if longer, the bucket's refill time.
+// Footprint reports the memory by part.
 //
 // # Expiry
 //
 // A bucket is expired when it can no longer change a decision: a fixed
 // window when it has ended, a sliding window when the next window has ended
 // too, a token or leaky bucket when it has refilled (at the latest two
-// widths after its window's start). Within a group, windows expire in key
-// order, so the expired buckets of a group are a prefix of its key range. A
-// second ordered index holds one entry per group, keyed by the time its
-// oldest window expires; DeleteExpired pops due groups and deletes their
-// expired prefix, at a cost proportional to what it deletes, not to the size
-// of the table. DeleteExpiredSlice bounds one call by count, by the limits
-// it looks at and by the caller's time (asked every SliceCheck deletions),
-// so that a sweep holds the table a bounded while. Config.BucketTTL keeps
+// widths after its window's start). Within a group, windows expire in
+// order, so the expired buckets of a group are its oldest windows. An
+// ordered index holds one entry per group, keyed by the time its oldest
+// window expires; DeleteExpired pops due groups and deletes their expired
+// windows' lists, each bucket at the cost of freeing its cell and its id,
+// a window's index with its last bucket: a cost proportional to what it
+// deletes, and the same per bucket however large the table.
+// DeleteExpiredSlice bounds one call by count, by the limits it looks at
+// and by the caller's time (asked every SliceCheck deletions), so that a
+// sweep holds the table a bounded while. Config.BucketTTL keeps
 // buckets longer, never shorter. Config.MaxBuckets bounds the table:
 // expired buckets make room first (a check looks at a few limits for one),
 // then the policy (deny-new, or evict the bucket closest to expiring)
@@ -70,11 +78,11 @@
 // reference, a few bytes. Every entry sets a state rather than adding to
 // one, so a journal replaying them in order is idempotent; record.go
 // specifies both formats, the one written before references included,
-// which Restore reads too. Freeze takes a
-// consistent copy-on-write copy (btree.Copy plus page-level copy-on-write of
-// the slab) that another goroutine can write out as a snapshot while the
-// owner goes on; Restore applies records and never resurrects an expired
-// bucket.
+// which Restore reads too. Freeze takes a consistent copy (the windows'
+// lists, page-level copy-on-write of the slab, and no reuse of an id's
+// room until the thaw) that another goroutine can write out as a snapshot
+// while the owner goes on; Restore applies records and never resurrects an
+// expired bucket.
 //
 // # Guarantees
 //

@@ -2,10 +2,9 @@ package table
 
 // index finds a bucket's slot from its key (group, window, id) in about one
 // memory access: an open-addressing hash table with linear probing, whose
-// entries hold a 32-bit fingerprint of the key and the slot. The B-tree
-// keeps the buckets in order for sweeps and snapshots; the index answers
-// the point lookups of every check, which in a tree of a million buckets
-// would cost a dozen cache misses.
+// entries hold a 32-bit fingerprint of the key and the slot. Each window
+// has one, for its buckets; the windows' lists keep the buckets in order
+// for sweeps and snapshots.
 //
 // An entry is fp<<32 | slot+1 (0 is empty); an entry's home position is
 // fp & mask, so growing needs no rehashing of ids. The index holds at most
@@ -17,7 +16,7 @@ type index struct {
 	mask uint32
 }
 
-const minIndexCap = 64
+const minIndexCap = 8
 
 // keyFP returns the fingerprint of the bucket of id (maphash h) in window b
 // of group gid: a 64-bit mix of the three, folded to 32 bits.

@@ -27,9 +27,9 @@ func (t *Table) Refund(req Request, now time.Time) Decision {
 			// The hits were counted in a window that is over (or never was).
 		default:
 			if it, ok := t.find(g, b, h, req.ID); ok {
-				s := t.slots.mut(it.slot())
-				s.count -= min(req.Hits, s.count)
-				s.modified = ms
+				c := t.slots.mut(it.slot())
+				c.count -= min(req.Hits, c.count)
+				c.setModified(ms - b*k.widthMs)
 				t.mark(it)
 			}
 		}
@@ -59,11 +59,12 @@ func (t *Table) refundGCRA(g *group, k *groupKey, req *Request, h uint64, b, ns,
 		}
 	}
 	width := k.widthMs * msNs
-	tat := max(it.bucket*width+t.slots.at(it.slot()).aux, ns)
+	tat := max(it.bucket*width+t.slots.cell(it.slot()).aux, ns)
 	tat = max(tat-credit, ns)
 	it = t.moveTo(g, it, b, h, ms)
-	s := t.slots.mut(it.slot())
-	s.aux, s.count, s.modified = tat-b*width, (tat-ns+e-1)/e, ms
+	c := t.slots.mut(it.slot())
+	c.aux, c.count = tat-b*width, (tat-ns+e-1)/e
+	c.setModified(ms - b*k.widthMs)
 	t.mark(it)
 }
 
@@ -150,7 +151,7 @@ func (t *Table) Buckets(id string, now time.Time) []Bucket {
 }
 
 func (t *Table) bucketOf(g *group, it item, ms int64) Bucket {
-	s := t.slots.at(it.slot())
+	s := t.slots.at(it.slot()) // a copy, its id too: the Bucket outlives the cell
 	k := &g.key
 	b := Bucket{
 		ID: s.id, Namespace: k.ns, Window: it.bucket, Count: s.count,

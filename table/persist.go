@@ -3,9 +3,8 @@ package table
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
-
-	"github.com/tidwall/btree"
 )
 
 // This file is what a journal needs from the table: the buckets each batch
@@ -69,7 +68,8 @@ func (t *Table) logDelete(g *group, it item) {
 		t.deleted = append(t.deleted, deletion{ref: refOf(i)})
 		return
 	}
-	t.deleted = append(t.deleted, deletion{key: g.key, window: it.bucket, id: t.slots.at(it.slot()).id})
+	c := t.slots.cell(it.slot())
+	t.deleted = append(t.deleted, deletion{key: g.key, window: it.bucket, id: strings.Clone(t.ids.view(int(c.idLen), c.idHandle()))})
 }
 
 // refOf is the reference under which slot i is journaled.
@@ -172,10 +172,11 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 		}
 		i := it.slot()
 		k := &t.byID[it.gid()].key
+		c := t.slots.cell(i)
 		if t.bound(i) {
-			w.delta(refOf(i), k.alg.gcra(), t.slots.at(i))
+			w.deltaCell(refOf(i), k.alg.gcra(), c)
 		} else {
-			w.putRef(k, it.bucket, refOf(i), t.slots.at(i))
+			w.putCell(k, it.bucket, refOf(i), c, t.ids.view(int(c.idLen), c.idHandle()))
 		}
 	}
 	if err := emit(len(t.deleted), len(t.changed)); err != nil {
@@ -240,8 +241,11 @@ func (t *Table) restore(d *decoded, now time.Time) {
 			}
 			it = t.insertState(g, d.window, h, d.slot)
 		} else {
-			s := t.slots.mut(it.slot())
-			s.count, s.aux, s.created, s.modified = d.slot.count, d.slot.aux, d.slot.created, d.slot.modified
+			c := t.slots.mut(it.slot())
+			start := d.window * d.key.widthMs
+			c.count, c.aux = d.slot.count, d.slot.aux
+			c.setCreated(d.slot.created - start)
+			c.setModified(d.slot.modified - start)
 		}
 		if d.ref != 0 {
 			t.bindRef(d.ref, it.slot())
@@ -265,11 +269,11 @@ func (t *Table) restoreRef(d *decoded) {
 	if !ok {
 		return
 	}
-	s := t.slots.at(i)
-	g := t.byID[s.gid]
+	w := t.wins[t.slots.cell(i).win]
+	g := t.byID[w.gid]
 	if d.kind == entryDrop {
 		t.unbindRef(d.ref)
-		t.remove(g, mkItem(s.gid, s.bucket, i))
+		t.remove(g, mkItem(w.gid, w.bucket, i))
 		return
 	}
 	if d.kind == entryTAT != g.key.alg.gcra() || d.kind == entryTAT && d.slot.aux > 2*g.key.widthMs*msNs ||
@@ -277,11 +281,12 @@ func (t *Table) restoreRef(d *decoded) {
 		return // not this bucket's kind of state: the entry is not its
 	}
 	m := t.slots.mut(i)
-	m.count, m.modified = d.slot.count, m.created+d.slot.modified
+	m.count = d.slot.count
+	m.setModified(m.createdOff() + d.slot.modified)
 	if d.kind == entryTAT {
 		m.aux = d.slot.aux
 	}
-	t.advance(time.UnixMilli(m.modified))
+	t.advance(time.UnixMilli(w.bucket*g.key.widthMs + m.modifiedOff()))
 }
 
 // refMap holds, while records are restored, the slot each of their
@@ -364,26 +369,41 @@ func (t *Table) releaseRef(i uint32) {
 
 // Frozen is a consistent, read-only copy of a Table at one moment, which
 // another goroutine may read while the table's owner goes on changing the
-// table: a copy-on-write clone of the B-tree (btree.Copy) and of the slab
-// pages. It costs O(pages) to take; afterwards the owner copies a page (4096
-// buckets) the first time it writes to it. Call Table.Thaw when done reading.
+// table: a copy of the windows' lists of every group, and copy-on-write
+// shares of the slab's pages and of the id arena. It costs O(pages +
+// windows) to take; afterwards the owner copies a page (4096 buckets) the
+// first time it writes to it, and reuses no id's room until the thaw. Call
+// Table.Thaw when done reading.
 type Frozen struct {
-	tree   *btree.BTreeG[item]
 	pages  []*page
-	groups []groupKey // by group id
+	heads  []uint32      // the head of each window's list, by window id
+	groups []frozenGroup // by group id
+	ids    *arena
+	n      int
 	ttlMs  int64
 	nowMs  int64
+	thawed bool
+}
+
+// frozenGroup is a group as frozen: its key and windows.
+type frozenGroup struct {
+	key  groupKey
+	wins []gwin
 }
 
 // Freeze returns a Frozen copy of t as of now. Buckets expired at now are
 // left out of its Records.
 func (t *Table) Freeze(now time.Time) *Frozen {
 	_, ms := t.advance(now)
-	f := &Frozen{tree: t.tree.Copy(), pages: t.slots.freeze(), ttlMs: t.ttlMs, nowMs: ms}
-	f.groups = make([]groupKey, len(t.byID))
+	f := &Frozen{pages: t.slots.freeze(), heads: make([]uint32, len(t.wins)), ids: t.ids.freeze(),
+		n: t.n, ttlMs: t.ttlMs, nowMs: ms}
+	for i := range t.wins {
+		f.heads[i] = t.wins[i].head
+	}
+	f.groups = make([]frozenGroup, len(t.byID))
 	for i, g := range t.byID {
 		if g != nil {
-			f.groups[i] = g.key
+			f.groups[i] = frozenGroup{key: g.key, wins: slices.Clone(g.wins)}
 		}
 	}
 	return f
@@ -393,15 +413,17 @@ func (t *Table) Freeze(now time.Time) *Frozen {
 // shared with f. Call it on the owner's goroutine, once per Freeze, after the
 // reader of f is done.
 func (t *Table) Thaw(f *Frozen) {
-	if f.tree == nil {
+	if f.thawed {
 		return
 	}
-	f.tree, f.pages = nil, nil
+	f.thawed = true
+	f.pages, f.heads, f.groups, f.ids = nil, nil, nil, nil
 	t.slots.thaw()
+	t.ids.thaw()
 }
 
 // Len returns the number of buckets in f, expired or not.
-func (f *Frozen) Len() int { return f.tree.Len() }
+func (f *Frozen) Len() int { return f.n }
 
 // Records calls fn with records holding every bucket of f not expired at
 // the time of the Freeze, in key order, each record at most MaxRecordBytes. A
@@ -409,25 +431,29 @@ func (f *Frozen) Len() int { return f.tree.Len() }
 // stops and returns it. Records may run on any goroutine, but not on two at
 // once.
 func (f *Frozen) Records(fn func(rec []byte) error) error {
-	var err error
 	var w recordWriter
 	w.reset2(nil)
-	f.tree.Scan(func(it item) bool {
-		k := &f.groups[it.gid()]
-		if k.expired(it.bucket, f.nowMs, f.ttlMs) {
-			return true
-		}
-		if w.full() {
-			if err = fn(w.b); err != nil {
-				return false
+	for _, fg := range f.groups {
+		k := &fg.key
+		for _, gw := range fg.wins {
+			if k.expired(gw.bucket, f.nowMs, f.ttlMs) {
+				continue
 			}
-			w.reset2(w.b)
+			for s := f.heads[gw.id]; s != 0; {
+				c := &f.pages[(s-1)>>pageBits][(s-1)&(pageSize-1)]
+				if w.full() {
+					if err := fn(w.b); err != nil {
+						return err
+					}
+					w.reset2(w.b)
+				}
+				w.putCell(k, gw.bucket, refOf(s-1), c, f.ids.view(int(c.idLen), c.idHandle()))
+				s = c.next
+			}
 		}
-		w.putRef(k, it.bucket, refOf(it.slot()), &f.pages[it.slot()>>pageBits].slots[it.slot()&(pageSize-1)])
-		return true
-	})
-	if err == nil && w.n > 0 {
-		err = fn(w.b)
 	}
-	return err
+	if w.n > 0 {
+		return fn(w.b)
+	}
+	return nil
 }

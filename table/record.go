@@ -131,6 +131,18 @@ func (w *recordWriter) put(k *groupKey, window int64, s *slot) { w.putRef(k, win
 // putRef appends the state of a bucket of group k in window; in format 2
 // it binds ref (0: none) to it.
 func (w *recordWriter) putRef(k *groupKey, window int64, ref uint64, s *slot) {
+	w.putFields(k, window, ref, s.count, s.aux, s.created-window*k.widthMs, s.modified-s.created, s.id)
+}
+
+// putCell is putRef for a stored bucket, c, of id.
+func (w *recordWriter) putCell(k *groupKey, window int64, ref uint64, c *cell, id string) {
+	created := c.createdOff()
+	w.putFields(k, window, ref, c.count, c.aux, created, c.modifiedOff()-created, id)
+}
+
+// putFields appends a put: created is ms after the window's start,
+// modified ms after created.
+func (w *recordWriter) putFields(k *groupKey, window int64, ref uint64, count, aux, created, modified int64, id string) {
 	w.group(k)
 	var b []byte
 	if w.v2 {
@@ -139,12 +151,12 @@ func (w *recordWriter) putRef(k *groupKey, window int64, ref uint64, s *slot) {
 		b = append(w.b, recordPut)
 	}
 	b = binary.AppendVarint(b, window)
-	b = binary.AppendUvarint(b, uint64(s.count))
-	b = binary.AppendVarint(b, s.aux)
-	b = binary.AppendVarint(b, s.created-window*k.widthMs)
-	b = binary.AppendVarint(b, s.modified-s.created)
-	b = binary.AppendUvarint(b, uint64(len(s.id)))
-	w.b = append(b, s.id...)
+	b = binary.AppendUvarint(b, uint64(count))
+	b = binary.AppendVarint(b, aux)
+	b = binary.AppendVarint(b, created)
+	b = binary.AppendVarint(b, modified)
+	b = binary.AppendUvarint(b, uint64(len(id)))
+	w.b = append(b, id...)
 	w.n++
 }
 
@@ -167,16 +179,26 @@ func (w *recordWriter) drop(ref uint64) {
 // delta appends the new count (and for a GCRA bucket, TAT) of the bucket
 // bound to ref (format 2).
 func (w *recordWriter) delta(ref uint64, gcra bool, s *slot) {
+	w.deltaFields(ref, gcra, s.count, s.aux, s.modified-s.created)
+}
+
+// deltaCell is delta for a stored bucket, c.
+func (w *recordWriter) deltaCell(ref uint64, gcra bool, c *cell) {
+	w.deltaFields(ref, gcra, c.count, c.aux, c.modifiedOff()-c.createdOff())
+}
+
+// deltaFields appends a count or tat entry; modified is ms after created.
+func (w *recordWriter) deltaFields(ref uint64, gcra bool, count, aux, modified int64) {
 	kind := byte(entryCount)
 	if gcra {
 		kind = entryTAT
 	}
 	b := binary.AppendUvarint(append(w.b, kind), ref)
-	b = binary.AppendUvarint(b, uint64(s.count))
+	b = binary.AppendUvarint(b, uint64(count))
 	if gcra {
-		b = binary.AppendVarint(b, s.aux)
+		b = binary.AppendVarint(b, aux)
 	}
-	w.b = binary.AppendVarint(b, s.modified-s.created)
+	w.b = binary.AppendVarint(b, modified)
 	w.n++
 }
 

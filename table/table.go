@@ -3,8 +3,7 @@ package table
 import (
 	"encoding/binary"
 	"hash/maphash"
-	"math"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/tidwall/btree"
@@ -52,10 +51,16 @@ type Stats struct {
 // earlier than one already seen is treated as that later time, so a clock
 // that steps back can never reopen a window that was swept.
 type Table struct {
-	tree  *btree.BTreeG[item] // (group, window, slot): the buckets in window order
-	hint  btree.PathHint
-	ix    index // (group, window, id) → slot
-	slots slab
+	ix    indexed // the buckets the windows' indexes find
+	slots slab    // the buckets' cells
+	ids   arena   // the buckets' ids
+	n     int     // buckets
+
+	// wins holds every window of every group, by window id; a group lists
+	// its windows in order, and a window the cells of its buckets.
+	wins     []window
+	freeWins []uint32
+	tree     keyOrder // the buckets in key order, walked through the windows
 
 	groups   map[groupKey]*group
 	byID     []*group // indexed by group id; nil where the id is free
@@ -88,8 +93,6 @@ type Table struct {
 
 	refs refMap // while records are restored: what their references name
 
-	sweep sweepState // DeleteExpiredSlice's batch
-
 	// An all-or-nothing unit in progress (see Begin).
 	inTx        bool
 	undo        []undo
@@ -97,9 +100,7 @@ type Table struct {
 	txEvictions int64 // stats.Evictions at Begin
 }
 
-// item is one bucket's key in the ordered table: 16 bytes, compared
-// without chasing a pointer. Within a window, buckets are in scattered
-// slot order; the index, not the tree, finds a bucket by id.
+// item names one bucket: its group, window and slot.
 type item struct {
 	gs     uint64 // group id << 32 | slot: the group and the index of the state in Table.slots
 	bucket int64  // window number, floor(unix_ms / width_ms)
@@ -114,16 +115,60 @@ func (it item) slot() uint32 { return uint32(it.gs) }
 
 // group is the set of buckets sharing a key (namespace, algorithm, scale,
 // and without a namespace limit and burst). All windows of a group expire
-// in window order, so the expired buckets of a group are a prefix of its
-// key range, and one index entry per group (not per bucket) is enough to
+// in window order, so the expired buckets of a group are its oldest
+// windows, and one index entry per group (not per bucket) is enough to
 // find them.
 type group struct {
 	key       groupKey
 	id        uint32
-	n         int   // live buckets in the group
-	minBucket int64 // no live bucket of the group has a smaller window number
-	due       int64 // Unix ms at which window minBucket expires (TTL included)
-	indexed   bool  // whether due is in Table.due
+	n         int    // live buckets in the group
+	wins      []gwin // the group's windows that hold a bucket, oldest first
+	minBucket int64  // no live bucket of the group has a smaller window number
+	due       int64  // Unix ms at which window minBucket expires (TTL included)
+	indexed   bool   // whether due is in Table.due
+}
+
+// window is the buckets of one group in one window: a list of cells,
+// linked through them, so that a sweep deletes a whole window without
+// searching for its buckets and a bucket costs no tree entry to keep the
+// table in window order; and a hash index of them by id.
+//
+// A sweep does not take the buckets it deletes out of their window's
+// index: only expired windows are swept, and once expired a window
+// never gains a bucket again, so its index goes whole with its last
+// bucket. The entries of swept buckets left meanwhile name free or reused
+// slots, which find tells apart by the cell's window (a restored eviction
+// may bring back the same bucket in the same slot, which its entry then
+// names rightly).
+type window struct {
+	bucket int64  // window number
+	gid    uint32 // group id
+	head   uint32 // slot+1 of the first cell; 0: none
+	n      uint32 // cells in the list
+	ix     index  // the window's buckets, by id
+}
+
+// indexed counts the buckets that the windows' indexes find: all of them.
+type indexed struct{ n int }
+
+// gwin is one window of a group's list.
+type gwin struct {
+	bucket int64
+	id     uint32 // index in Table.wins
+}
+
+// windowOf returns the id of g's window b, if it holds a bucket. The
+// current window is the last: the search starts there.
+func (g *group) windowOf(b int64) (uint32, bool) {
+	for i := len(g.wins) - 1; i >= 0; i-- {
+		switch w := &g.wins[i]; {
+		case w.bucket == b:
+			return w.id, true
+		case w.bucket < b:
+			return 0, false
+		}
+	}
+	return 0, false
 }
 
 // groupKey names a group.
@@ -185,6 +230,7 @@ type dueItem struct {
 func New(cfg Config) *Table {
 	t := &Table{
 		groups:     make(map[groupKey]*group),
+		wins:       make([]window, 0, 16),
 		seed:       maphash.MakeSeed(),
 		ttlMs:      int64((cfg.BucketTTL + time.Millisecond - 1) / time.Millisecond),
 		track:      cfg.TrackChanges,
@@ -198,9 +244,9 @@ func New(cfg Config) *Table {
 		t.keyed = true
 		t.k0, t.k1 = binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:])
 	}
+	t.slots.t = t
+	t.tree = keyOrder{t}
 	opts := btree.Options{NoLocks: true, Degree: 128}
-	t.tree = btree.NewBTreeGOptions(lessItem, opts)
-	t.initSweep()
 	t.due = btree.NewBTreeGOptions(func(a, b dueItem) bool {
 		if a.at != b.at {
 			return a.at < b.at
@@ -210,30 +256,33 @@ func New(cfg Config) *Table {
 	return t
 }
 
-func lessItem(a, b item) bool {
-	if a.gid() != b.gid() {
-		return a.gid() < b.gid()
-	}
-	if a.bucket != b.bucket {
-		return a.bucket < b.bucket
-	}
-	return scatter(a.slot()) < scatter(b.slot())
-}
+// keyOrder walks the buckets of a table in key order: by group id, window
+// number, and within a window in the order of its list.
+type keyOrder struct{ t *Table }
 
-// scatter is a bijection of uint32 that orders the slots of one window
-// pseudo-randomly. New slots are mostly handed out in increasing order, and
-// a B-tree filled in key order leaves every node it splits half full; in
-// scattered order the nodes stay about 70% full, as for random keys.
-func scatter(x uint32) uint32 {
-	x *= 0x9e3779b1 // odd: invertible mod 2^32
-	return x ^ x>>16
-}
+// Len returns the number of buckets.
+func (o keyOrder) Len() int { return o.t.n }
 
-// first is the smallest item of group gid.
-func first(gid uint32) item { return item{gs: uint64(gid) << 32, bucket: math.MinInt64} }
+// Scan calls fn with every bucket in key order until it returns false. fn
+// must not change the table.
+func (o keyOrder) Scan(fn func(item) bool) {
+	t := o.t
+	for _, g := range t.byID {
+		if g == nil {
+			continue
+		}
+		for _, gw := range g.wins {
+			for s := t.wins[gw.id].head; s != 0; s = t.slots.cell(s - 1).next {
+				if !fn(mkItem(g.id, gw.bucket, s-1)) {
+					return
+				}
+			}
+		}
+	}
+}
 
 // Len returns the number of buckets in the table, expired or not.
-func (t *Table) Len() int { return t.tree.Len() }
+func (t *Table) Len() int { return t.n }
 
 // Stats returns what the table did when it was full.
 func (t *Table) Stats() Stats { return t.stats }
@@ -269,12 +318,13 @@ func (t *Table) hashID(id string) uint64 {
 	return maphash.String(t.seed, id)
 }
 
-// find returns the bucket of id (maphash h) in window b of g.
+// find returns the bucket of id (hash h) in window b of g.
 func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
-	x := &t.ix
-	if x.n == 0 {
+	w, ok := g.windowOf(b)
+	if !ok {
 		return item{}, false
 	}
+	x := &t.wins[w].ix
 	fp := keyFP(h, g.id, b)
 	for i := fp & x.mask; ; i = (i + 1) & x.mask {
 		e := x.e[i]
@@ -285,7 +335,7 @@ func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
 			continue
 		}
 		slot := uint32(e) - 1
-		if s := t.slots.at(slot); s.gid == g.id && s.bucket == b && s.id == id {
+		if c := t.slots.cell(slot); c.win == w && int(c.idLen) == len(id) && t.ids.view(len(id), c.idHandle()) == id {
 			return mkItem(g.id, b, slot), true
 		}
 	}
@@ -363,12 +413,12 @@ func (t *Table) applyFixed(g *group, k *groupKey, req *Request, h uint64, ns, ms
 	reset := (b+1)*k.widthMs*msNs - ns
 	if g != nil {
 		if it, ok := t.find(g, b, h, req.ID); ok {
-			d := decideFixed(t.slots.at(it.slot()).count, req, reset)
+			d := decideFixed(t.slots.cell(it.slot()).count, req, reset)
 			if d.Allowed && req.Hits > 0 {
 				t.saveUndo(it.slot())
-				s := t.slots.mut(it.slot())
-				s.count = d.Count
-				s.modified = ms
+				c := t.slots.mut(it.slot())
+				c.count = d.Count
+				c.setModified(ms - b*k.widthMs)
 				t.mark(it)
 				t.counted = b * k.widthMs
 			}
@@ -377,7 +427,7 @@ func (t *Table) applyFixed(g *group, k *groupKey, req *Request, h uint64, ns, ms
 	}
 	d := decideFixed(0, req, reset)
 	if d.Allowed && req.Hits > 0 {
-		if !t.create(g, k, b, h, req.ID, slot{count: d.Count}, ms) {
+		if !t.create(g, k, b, h, req.ID, d.Count, 0, ms) {
 			return t.full(d)
 		}
 		t.counted = b * k.widthMs
@@ -393,10 +443,10 @@ func (t *Table) applySliding(g *group, k *groupKey, req *Request, h uint64, ns, 
 	found := false
 	if g != nil {
 		if cur, found = t.find(g, b, h, req.ID); found {
-			s := t.slots.at(cur.slot())
-			w.cur, w.prev = s.count, s.aux
+			c := t.slots.cell(cur.slot())
+			w.cur, w.prev = c.count, c.aux
 		} else if p, ok := t.find(g, b-1, h, req.ID); ok {
-			w.prev = t.slots.at(p.slot()).count
+			w.prev = t.slots.cell(p.slot()).count
 		}
 	}
 	d := w.decide(req)
@@ -406,15 +456,15 @@ func (t *Table) applySliding(g *group, k *groupKey, req *Request, h uint64, ns, 
 	t.counted = b * k.widthMs
 	if found {
 		t.saveUndo(cur.slot())
-		s := t.slots.mut(cur.slot())
-		s.count += req.Hits
-		s.modified = ms
+		c := t.slots.mut(cur.slot())
+		c.count += req.Hits
+		c.setModified(ms - b*k.widthMs)
 		t.mark(cur)
 		return d
 	}
 	// The previous window's count is final: keep it beside the new count,
 	// so later hits in this window need one search, not two.
-	if !t.create(g, k, b, h, req.ID, slot{count: req.Hits, aux: w.prev}, ms) {
+	if !t.create(g, k, b, h, req.ID, req.Hits, w.prev, ms) {
 		t.counted = 0
 		return t.full(d)
 	}
@@ -438,7 +488,7 @@ func (t *Table) applyGCRA(g *group, k *groupKey, req *Request, h uint64, ns, ms 
 			it, found = t.find(g, b-1, h, req.ID)
 		}
 		if found {
-			c.tat = max(it.bucket*width+t.slots.at(it.slot()).aux, ns)
+			c.tat = max(it.bucket*width+t.slots.cell(it.slot()).aux, ns)
 		}
 	}
 	d := c.decide(req, ns)
@@ -448,7 +498,7 @@ func (t *Table) applyGCRA(g *group, k *groupKey, req *Request, h uint64, ns, ms 
 	tat := c.tat + req.Hits*c.emission
 	t.counted = floorDiv(tat, msNs)
 	if !found {
-		if !t.create(g, k, b, h, req.ID, slot{count: d.Count, aux: tat - b*width}, ms) {
+		if !t.create(g, k, b, h, req.ID, d.Count, tat-b*width, ms) {
 			t.counted = 0
 			return t.full(d)
 		}
@@ -456,13 +506,14 @@ func (t *Table) applyGCRA(g *group, k *groupKey, req *Request, h uint64, ns, ms 
 	}
 	t.saveUndo(it.slot())
 	it = t.moveTo(g, it, b, h, ms)
-	s := t.slots.mut(it.slot())
-	s.count, s.aux, s.modified = d.Count, tat-b*width, ms
+	m := t.slots.mut(it.slot())
+	m.count, m.aux = d.Count, tat-b*width
+	m.setModified(ms - b*k.widthMs)
 	t.mark(it)
 	return d
 }
 
-// moveTo moves bucket it of g, whose id has maphash h, to window b, where
+// moveTo moves bucket it of g, whose id has hash h, to window b, where
 // its next state belongs, and returns its new key. The bucket keeps its
 // slot; its old key is journaled as deleted.
 func (t *Table) moveTo(g *group, it item, b int64, h uint64, ms int64) item {
@@ -470,23 +521,94 @@ func (t *Table) moveTo(g *group, it item, b int64, h uint64, ms int64) item {
 		return it
 	}
 	t.logDelete(g, it) // and its reference is unbound: its key changes
-	t.tree.Delete(it)
-	moved := it
-	moved.bucket = b
-	t.tree.SetHint(moved, &t.hint)
-	s := t.slots.mut(it.slot())
-	t.ix.del(s.fp, it.slot())
-	s.created, s.bucket, s.fp = ms, b, keyFP(h, g.id, b)
-	t.ix.add(s.fp, it.slot())
+	i := it.slot()
+	c := t.slots.mut(i)
+	t.wins[c.win].ix.del(c.fp, i)
+	t.detach(g, i)
+	c.fp = keyFP(h, g.id, b)
+	c.setCreated(ms - b*g.key.widthMs)
+	c.setModified(ms - b*g.key.widthMs)
+	w := t.openWindow(g, b)
+	t.link(w, i, c)
+	t.wins[w].ix.add(c.fp, i)
+	moved := mkItem(g.id, b, i)
 	t.rekey(it, moved)
 	return moved
 }
 
-// create inserts a new bucket of state s for id in window b, creating its
-// group if g is nil. It reports false, changing nothing, when the table is
-// full and the policy is deny-new.
-func (t *Table) create(g *group, k *groupKey, b int64, h uint64, id string, s slot, ms int64) bool {
-	if t.maxBuckets > 0 && t.tree.Len() >= t.maxBuckets && !t.makeRoom(ms) {
+// openWindow returns the id of g's window b, making it if g has none.
+func (t *Table) openWindow(g *group, b int64) uint32 {
+	i := len(g.wins)
+	for ; i > 0 && g.wins[i-1].bucket >= b; i-- {
+		if g.wins[i-1].bucket == b {
+			return g.wins[i-1].id
+		}
+	}
+	var id uint32
+	if n := len(t.freeWins); n > 0 {
+		id = t.freeWins[n-1]
+		t.freeWins = t.freeWins[:n-1]
+	} else {
+		id = uint32(len(t.wins))
+		t.wins = append(t.wins, window{})
+	}
+	t.wins[id] = window{bucket: b, gid: g.id}
+	g.wins = slices.Insert(g.wins, i, gwin{bucket: b, id: id})
+	return id
+}
+
+// closeWindow forgets window i of g's list, which holds no cell any more,
+// and its index.
+func (t *Table) closeWindow(g *group, i int) {
+	id := g.wins[i].id
+	t.wins[id] = window{}
+	t.freeWins = append(t.freeWins, id)
+	g.wins = slices.Delete(g.wins, i, i+1)
+}
+
+// link puts slot i, whose cell c is writable, at the head of window w.
+func (t *Table) link(w uint32, i uint32, c *cell) {
+	win := &t.wins[w]
+	c.win, c.prev, c.next = w, 0, win.head
+	if win.head != 0 {
+		// On c's page or on one of its own: c stays writable.
+		t.slots.mut(win.head - 1).prev = i + 1
+	}
+	win.head = i + 1
+	win.n++
+}
+
+// detach takes slot i out of its window's list, and the window out of g's
+// list if it is left empty.
+func (t *Table) detach(g *group, i uint32) {
+	c := t.slots.mut(i)
+	w := &t.wins[c.win]
+	if c.prev != 0 {
+		t.slots.mut(c.prev - 1).next = c.next
+	} else {
+		w.head = c.next
+	}
+	if c.next != 0 {
+		t.slots.mut(c.next - 1).prev = c.prev
+	}
+	c.next, c.prev = 0, 0
+	if w.n--; w.n > 0 {
+		return
+	}
+	for k := len(g.wins) - 1; k >= 0; k-- {
+		if g.wins[k].id == c.win {
+			t.closeWindow(g, k)
+			return
+		}
+	}
+	panic("table: a window is missing from its group")
+}
+
+// create inserts a new bucket for id in window b, with count and aux,
+// creating its group if g is nil. It reports false, changing nothing, when
+// the table is full and the policy is deny-new.
+func (t *Table) create(g *group, k *groupKey, b int64, h uint64, id string, count, aux, ms int64) bool {
+	if t.maxBuckets > 0 && t.n >= t.maxBuckets && !t.makeRoom(ms) {
 		return false
 	}
 	if g == nil || t.byID[g.id] != g {
@@ -496,19 +618,35 @@ func (t *Table) create(g *group, k *groupKey, b int64, h uint64, id string, s sl
 		}
 		t.last = g
 	}
-	idx := t.slots.alloc()
-	// Clone the id: the caller's string may be a slice of something much
-	// larger (a request line) that the table must not keep alive.
-	s.id = strings.Clone(id)
-	s.created, s.modified = ms, ms
-	s.gid, s.bucket, s.fp = g.id, b, keyFP(h, g.id, b)
-	*t.slots.mut(idx) = s
-	t.ix.add(s.fp, idx)
-	t.insert(g, mkItem(g.id, b, idx))
+	off := ms - b*g.key.widthMs
+	idx := t.addCell(g, b, h, id, count, aux, off, off)
+	t.mark(mkItem(g.id, b, idx))
 	if t.inTx {
 		t.undo = append(t.undo, undo{kind: undoCreated, slot: idx})
 	}
 	return true
+}
+
+// addCell stores a new bucket of g in window b (id of hash h, its state,
+// its stamps in ms after the window's start): in the slab, the arena, the
+// window's list and the index. It returns the bucket's slot.
+func (t *Table) addCell(g *group, b int64, h uint64, id string, count, aux, createdOff, modifiedOff int64) uint32 {
+	idx := t.slots.alloc()
+	c := t.slots.mut(idx)
+	*c = cell{count: count, aux: aux, fp: keyFP(h, g.id, b)}
+	c.setID(len(id), t.ids.alloc(id))
+	c.setCreated(createdOff)
+	c.setModified(modifiedOff)
+	w := t.openWindow(g, b)
+	t.link(w, idx, c)
+	t.wins[w].ix.add(c.fp, idx)
+	t.ix.n++
+	t.n++
+	g.n++
+	if !g.indexed || b < g.minBucket {
+		t.reindex(g, b)
+	}
+	return idx
 }
 
 // makeRoomGroups bounds the limits a full table looks at, on the check
@@ -532,13 +670,10 @@ func (t *Table) makeRoom(ms int64) bool {
 		return false
 	}
 	g := t.byID[d.gid]
-	var victim item
-	t.tree.Ascend(first(g.id), func(it item) bool {
-		victim = it
-		return false
-	})
+	gw := g.wins[0]
+	victim := mkItem(g.id, gw.bucket, t.wins[gw.id].head-1)
 	if t.inTx {
-		t.undo = append(t.undo, undo{kind: undoEvicted, prev: *t.slots.at(victim.slot()), key: g.key})
+		t.undo = append(t.undo, undo{kind: undoEvicted, state: *t.slots.at(victim.slot()), key: g.key})
 	}
 	t.logDelete(g, victim)
 	t.remove(g, victim)
@@ -558,16 +693,6 @@ func (t *Table) full(d Decision) Decision {
 	d.Count, d.Remaining = 0, d.Limit
 	d.RetryAfter = fullRetry
 	return d
-}
-
-// insert puts the new bucket it of group g in the tree and the change log.
-func (t *Table) insert(g *group, it item) {
-	t.tree.SetHint(it, &t.hint)
-	g.n++
-	if !g.indexed || it.bucket < g.minBucket {
-		t.reindex(g, it.bucket)
-	}
-	t.mark(it)
 }
 
 // newGroup registers an empty group for k, reusing a free group id.
@@ -612,8 +737,11 @@ func (t *Table) reindex(g *group, minBucket int64) {
 // remove deletes one bucket of group g. It reports whether that was the
 // group's last bucket, so that the group is gone too.
 func (t *Table) remove(g *group, it item) bool {
-	t.tree.Delete(it)
-	t.release(it.slot())
+	i := it.slot()
+	c := t.slots.cell(i)
+	t.wins[c.win].ix.del(c.fp, i)
+	t.detach(g, i)
+	t.release(i)
 	if g.n--; g.n == 0 {
 		t.dropGroup(g)
 		return true
@@ -627,8 +755,8 @@ func (t *Table) remove(g *group, it item) bool {
 // (plus the configured TTL) and returns how many it deleted. A bucket
 // expires when no decision can read it any more: a fixed window when it
 // ends, a sliding window when the next one ends, a token or leaky bucket
-// when it has refilled. The cost is proportional to the buckets deleted
-// (times log n), not to the size of the table.
+// when it has refilled. The cost is proportional to the buckets deleted,
+// not to the size of the table.
 func (t *Table) DeleteExpired(now time.Time, max int) int {
 	return t.DeleteExpiredSlice(now, Slice{Max: max}).Deleted
 }
@@ -664,9 +792,8 @@ type Swept struct {
 	More bool
 }
 
-// sweepBatch is how many buckets DeleteExpiredSlice deletes at once: it
-// loads their slots and index entries together first, so that their cache
-// misses overlap instead of coming one after the other.
+// sweepBatch is how many buckets DeleteExpiredSlice deletes at once,
+// between two looks at its bounds.
 const sweepBatch = 64
 
 // DeleteExpiredSlice is DeleteExpired bounded by s: it deletes buckets
@@ -712,10 +839,7 @@ func (t *Table) DeleteExpiredSlice(now time.Time, s Slice) Swept {
 		if g.n == 0 {
 			t.dropGroup(g)
 		} else {
-			t.tree.Ascend(first(g.id), func(it item) bool {
-				t.reindex(g, it.bucket)
-				return false
-			})
+			t.reindex(g, g.wins[0].bucket)
 		}
 		if stop {
 			r.More = true
@@ -724,76 +848,45 @@ func (t *Table) DeleteExpiredSlice(now time.Time, s Slice) Swept {
 	}
 }
 
-// deleteBatch deletes up to n (at most sweepBatch) of the oldest buckets
-// of g whose window is below cut, and returns how many it deleted. It
-// first collects them and loads their slots and then their index
-// entries, each pass a run of independent loads that the CPU overlaps,
-// so that deleting them finds both in the cache.
+// deleteBatch deletes up to n of the buckets of g's oldest windows whose
+// number is below cut, from the heads of their lists, and returns how many
+// it deleted. A window deleted whole leaves g's list with its index; one
+// deleted in part keeps the rest of its list, and in its index entries
+// that name the deleted buckets' free slots (see window).
 func (t *Table) deleteBatch(g *group, cut int64, n int) int {
-	b := &t.sweep
-	b.gid, b.cut, b.want, b.batch = g.id, cut, n, b.buf[:0]
-	t.tree.Ascend(first(g.id), b.collect)
-	k := len(b.batch)
-	if k == 0 {
-		return 0
+	k := 0
+	for k < n && len(g.wins) > 0 && g.wins[0].bucket < cut {
+		w := &t.wins[g.wins[0].id]
+		s := w.head
+		for ; s != 0 && k < n; k++ {
+			i := s - 1
+			s = t.slots.cell(i).next
+			w.n--
+			t.release(i)
+		}
+		if w.n == 0 {
+			t.closeWindow(g, 0)
+			continue
+		}
+		w.head = s
+		t.slots.mut(s - 1).prev = 0
 	}
-	for i, it := range b.batch {
-		b.fps[i] = t.slots.at(it.slot()).fp
-	}
-	var sink uint64
-	for _, fp := range b.fps[:k] {
-		sink += t.ix.e[fp&t.ix.mask]
-	}
-	b.sink = sink
-	b.left = k
-	t.tree.DeleteAscend(first(g.id), b.delete)
 	g.n -= k
 	return k
 }
 
-// sweepState is the state of deleteBatch, kept in the Table with the
-// callbacks it gives the tree, so that a sweep allocates nothing.
-type sweepState struct {
-	buf     [sweepBatch]item
-	fps     [sweepBatch]uint32
-	batch   []item
-	gid     uint32
-	cut     int64
-	want    int
-	left    int
-	sink    uint64 // keeps the loads of a batch's index entries
-	collect func(item) bool
-	delete  func(item) btree.Action
-}
-
-// initSweep binds the sweep's tree callbacks to t.
-func (t *Table) initSweep() {
-	b := &t.sweep
-	b.collect = func(it item) bool {
-		if it.gid() != b.gid || it.bucket >= b.cut || len(b.batch) >= b.want {
-			return false
-		}
-		b.batch = append(b.batch, it)
-		return true
-	}
-	b.delete = func(it item) btree.Action {
-		if b.left == 0 {
-			return btree.Stop
-		}
-		t.release(it.slot())
-		b.left--
-		return btree.Delete
-	}
-}
-
-// release frees slot i, which the tree no longer holds: out of the index
-// and the change log, back to the slab.
+// release frees slot i, which no window lists any more and whose index
+// entry is gone or stale: out of the change log, its id out of the arena,
+// its cell back to the slab.
 func (t *Table) release(i uint32) {
-	t.ix.del(t.slots.at(i).fp, i)
+	c := t.slots.cell(i)
+	t.ids.free(int(c.idLen), c.idHandle())
 	t.unmark(i)
 	t.unbind(i)
 	t.releaseRef(i)
 	t.slots.release(i)
+	t.ix.n--
+	t.n--
 }
 
 // floorDiv is a / b rounded toward negative infinity, for b > 0.

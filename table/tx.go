@@ -18,10 +18,12 @@ const (
 
 // undo reverses one change made since Begin.
 type undo struct {
-	kind undoKind
-	slot uint32   // undoChanged, undoCreated: the bucket's slot
-	prev slot     // undoChanged: the state before; undoEvicted: the evicted state
-	key  groupKey // undoEvicted: the evicted bucket's group
+	kind   undoKind
+	slot   uint32   // undoChanged, undoCreated: the bucket's slot
+	prev   cell     // undoChanged: the cell before
+	bucket int64    // undoChanged: the window the bucket was in
+	state  slot     // undoEvicted: the evicted bucket (its id and window too)
+	key    groupKey // undoEvicted: the evicted bucket's group
 }
 
 // Begin starts an all-or-nothing unit: the changes of the Apply calls that
@@ -53,16 +55,16 @@ func (t *Table) Rollback() {
 		u := &t.undo[i]
 		switch u.kind {
 		case undoChanged:
-			t.undoChange(u.slot, &u.prev)
+			t.undoChange(u)
 		case undoCreated:
-			s := t.slots.at(u.slot)
-			t.remove(t.byID[s.gid], mkItem(s.gid, s.bucket, u.slot))
+			w := &t.wins[t.slots.cell(u.slot).win]
+			t.remove(t.byID[w.gid], mkItem(w.gid, w.bucket, u.slot))
 		case undoEvicted:
 			g := t.groups[u.key]
 			if g == nil {
 				g = t.newGroup(u.key)
 			}
-			t.mark(t.insertState(g, u.prev.bucket, t.hashID(u.prev.id), u.prev))
+			t.mark(t.insertState(g, u.state.bucket, t.hashID(u.state.id), u.state))
 		}
 	}
 	t.deleted = t.deleted[:t.txDeleted]
@@ -74,46 +76,45 @@ func (t *Table) Rollback() {
 // changes.
 func (t *Table) saveUndo(i uint32) {
 	if t.inTx {
-		t.undo = append(t.undo, undo{kind: undoChanged, slot: i, prev: *t.slots.at(i)})
+		c := t.slots.cell(i)
+		t.undo = append(t.undo, undo{kind: undoChanged, slot: i, prev: *c, bucket: t.wins[c.win].bucket})
 	}
 }
 
-// undoChange puts the bucket of slot i back to its state prev, and back
-// in prev's window if it moved (a token or leaky bucket).
-func (t *Table) undoChange(i uint32, prev *slot) {
-	s := t.slots.at(i)
-	cur := mkItem(s.gid, s.bucket, i)
-	back := mkItem(prev.gid, prev.bucket, i)
+// undoChange puts the bucket of slot u.slot back to its state u.prev, and
+// back in window u.bucket if it moved (a token or leaky bucket).
+func (t *Table) undoChange(u *undo) {
+	i := u.slot
+	w := &t.wins[t.slots.cell(i).win]
+	g := t.byID[w.gid]
+	cur := mkItem(g.id, w.bucket, i)
+	back := mkItem(g.id, u.bucket, i)
+	c := t.slots.mut(i)
 	if cur != back {
 		t.unbind(i) // the journal's binding, if any, is of cur's key
-		g := t.byID[s.gid]
-		t.tree.Delete(cur)
-		t.tree.SetHint(back, &t.hint)
-		t.ix.del(s.fp, i)
-		t.ix.add(prev.fp, i)
+		t.wins[c.win].ix.del(c.fp, i)
+		t.detach(g, i)
+		c.fp = keyFP(t.hashID(t.ids.view(int(c.idLen), c.idHandle())), g.id, u.bucket)
+		w := t.openWindow(g, u.bucket)
+		t.link(w, i, c)
+		t.wins[w].ix.add(c.fp, i)
 		t.rekey(cur, back)
-		if back.bucket < g.minBucket {
-			t.reindex(g, back.bucket)
+		if u.bucket < g.minBucket {
+			t.reindex(g, u.bucket)
 		}
 	}
-	*t.slots.mut(i) = *prev
+	c.count, c.aux = u.prev.count, u.prev.aux
+	c.setCreated(u.prev.createdOff())
+	c.setModified(u.prev.modifiedOff())
 	t.mark(back)
 }
 
 // insertState adds a bucket of group g in window with state s (its id
-// set, of maphash h), indexed and in the tree, and returns its key. It does
-// not mark it.
+// set, of hash h, its stamps in Unix ms), indexed and in its window, and
+// returns its key. It does not mark it.
 func (t *Table) insertState(g *group, window int64, h uint64, s slot) item {
-	idx := t.slots.alloc()
-	s.gid, s.bucket, s.fp = g.id, window, keyFP(h, g.id, window)
-	*t.slots.mut(idx) = s
-	t.ix.add(s.fp, idx)
-	it := mkItem(g.id, window, idx)
-	t.tree.SetHint(it, &t.hint)
-	g.n++
-	if !g.indexed || it.bucket < g.minBucket {
-		t.reindex(g, it.bucket)
-	}
+	start := window * g.key.widthMs
+	idx := t.addCell(g, window, h, s.id, s.count, s.aux, s.created-start, s.modified-start)
 	t.last = g
-	return it
+	return mkItem(g.id, window, idx)
 }
