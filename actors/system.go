@@ -70,7 +70,7 @@ type SweepObserver = sweeper.Observer
 // MaxShards is the largest Config.Shards accepted.
 const MaxShards = 1 << 16
 
-// DefaultMaxBuckets bounds the buckets of a System by default: about 1.9 GB
+// DefaultMaxBuckets bounds the buckets of a System by default: about 1.1 GB
 // resident when full, with ids of about a dozen bytes (README, Memory).
 const DefaultMaxBuckets = 8 << 20
 

@@ -155,7 +155,7 @@ func limiterFlags(fs *flag.FlagSet, cfg *config) {
 	durationFlag(fs, &cfg.sweepInterval, "sweep-interval", "how often expired buckets are swept, a positive `duration`", false)
 	durationFlag(fs, &cfg.bucketTTL, "bucket-ttl", "keep idle buckets this much longer after they expire, for inspection (a `duration`; never shorter)", true)
 	intFlag(fs, &cfg.shards, "shards", "`number` of shard owners, 0 to "+strconv.Itoa(actors.MaxShards)+"; 0 means 4 × GOMAXPROCS (default 0)", 0, actors.MaxShards)
-	intFlag(fs, &cfg.maxBuckets, "max-buckets", "`number` of buckets held at most, all shards together: memory stays bounded however many ids arrive (default "+strconv.Itoa(actors.DefaultMaxBuckets)+", about 1.9 GB resident when full)", 1, 0)
+	intFlag(fs, &cfg.maxBuckets, "max-buckets", "`number` of buckets held at most, all shards together: memory stays bounded however many ids arrive (default "+strconv.Itoa(actors.DefaultMaxBuckets)+", about 1.1 GB resident when full)", 1, 0)
 	choiceFlag(fs, "on-full", "what a full table does with a new id, once expired buckets are gone: deny-new (503 with Retry-After) or evict-oldest (the bucket closest to expiring goes) (default deny-new)", false, []string{"deny-new", "evict-oldest"}, func(i int, _ string) { cfg.evictOldest = i == 1 })
 }
 

@@ -70,7 +70,7 @@ func TestREADMEFlags(t *testing.T) {
 		want, computed := f.DefValue, false
 		if m := usageDefaultRE.FindStringSubmatch(f.Usage); m != nil {
 			want, computed = m[2], m[1] == ":"
-			want, _, _ = strings.Cut(want, ", ") // "8388608, about 1.9 GB resident when full"
+			want, _, _ = strings.Cut(want, ", ") // "8388608, about 1.1 GB resident when full"
 		}
 		got := cell
 		if span := regexp.MustCompile("^`([^`]*)`").FindStringSubmatch(cell); span != nil {
