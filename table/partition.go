@@ -17,35 +17,28 @@ package table
 // on two at once.
 func (f *Frozen) Partition(part func(id string) int, fn func(part int, rec []byte) error) error {
 	ws := map[int]*recordWriter{}
-	for _, fg := range f.groups {
-		k := &fg.key
-		for _, gw := range fg.wins {
-			if k.expired(gw.bucket, f.nowMs, f.ttlMs) {
-				continue
-			}
-			for s := f.heads[gw.id]; s != 0; {
-				c := &f.pages[(s-1)>>pageBits][(s-1)&(pageSize-1)]
-				s = c.next
-				id := f.ids.view(int(c.idLen), c.idHandle())
-				p := part(id)
-				if p < 0 {
-					continue
-				}
-				w := ws[p]
-				if w == nil {
-					w = &recordWriter{}
-					w.reset(nil)
-					ws[p] = w
-				}
-				if w.full() {
-					if err := fn(p, w.b); err != nil {
-						return err
-					}
-					w.reset(w.b)
-				}
-				w.putCell(k, gw.bucket, 0, c, id)
-			}
+	err := f.each(func(k *groupKey, window int64, _ uint32, c *cell, id string) error {
+		p := part(id)
+		if p < 0 {
+			return nil
 		}
+		w := ws[p]
+		if w == nil {
+			w = &recordWriter{}
+			w.reset(nil)
+			ws[p] = w
+		}
+		if w.full() {
+			if err := fn(p, w.b); err != nil {
+				return err
+			}
+			w.reset(w.b)
+		}
+		w.putCell(k, window, 0, c, id)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	parts := make([]int, 0, len(ws))
 	for p, w := range ws {

@@ -433,6 +433,30 @@ func (f *Frozen) Len() int { return f.n }
 func (f *Frozen) Records(fn func(rec []byte) error) error {
 	var w recordWriter
 	w.reset2(nil)
+	err := f.each(func(k *groupKey, window int64, slot uint32, c *cell, id string) error {
+		if w.full() {
+			if err := fn(w.b); err != nil {
+				return err
+			}
+			w.reset2(w.b)
+		}
+		w.putCell(k, window, refOf(slot), c, id)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if w.n > 0 {
+		return fn(w.b)
+	}
+	return nil
+}
+
+// each calls fn with every bucket of f not expired at the time of the
+// Freeze, in key order: its group's key, its window, its slot, its cell
+// and its id (valid only during the call). It stops at fn's first error
+// and returns it.
+func (f *Frozen) each(fn func(k *groupKey, window int64, slot uint32, c *cell, id string) error) error {
 	for _, fg := range f.groups {
 		k := &fg.key
 		for _, gw := range fg.wins {
@@ -441,19 +465,12 @@ func (f *Frozen) Records(fn func(rec []byte) error) error {
 			}
 			for s := f.heads[gw.id]; s != 0; {
 				c := &f.pages[(s-1)>>pageBits][(s-1)&(pageSize-1)]
-				if w.full() {
-					if err := fn(w.b); err != nil {
-						return err
-					}
-					w.reset2(w.b)
+				if err := fn(k, gw.bucket, s-1, c, f.ids.view(int(c.idLen), c.idHandle())); err != nil {
+					return err
 				}
-				w.putCell(k, gw.bucket, refOf(s-1), c, f.ids.view(int(c.idLen), c.idHandle()))
 				s = c.next
 			}
 		}
-	}
-	if w.n > 0 {
-		return fn(w.b)
 	}
 	return nil
 }

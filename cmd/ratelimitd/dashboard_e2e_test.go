@@ -64,6 +64,19 @@ func dashPoll[T any](t *testing.T, u string, cond func(*T) bool) *T {
 	}
 }
 
+// trafficJSON is the dashboard's live traffic: a series per result.
+type trafficJSON struct {
+	Allowed, Denied, ShadowDenied, Errors []uint64
+}
+
+// sum is the total of a series.
+func sum(xs []uint64) (n uint64) {
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
 type topJSON struct {
 	By, Window   string
 	Total, Bound uint64
@@ -148,15 +161,6 @@ func TestE2EDashboard(t *testing.T) {
 		t.Errorf("top by hits: %+v (total %d, bound %d), want %+v (total 18, bound 0)", got, hits.Total, hits.Bound, want)
 	}
 
-	type trafficJSON struct {
-		Allowed, Denied, ShadowDenied, Errors []uint64
-	}
-	sum := func(xs []uint64) (n uint64) {
-		for _, x := range xs {
-			n += x
-		}
-		return n
-	}
 	dashPoll(t, admin+"/dashboard/traffic", func(tr *trafficJSON) bool {
 		return sum(tr.Allowed) == 7 && sum(tr.Denied) == 7 && sum(tr.Errors) == 1 && sum(tr.ShadowDenied) == 0
 	})
@@ -354,15 +358,6 @@ func TestE2EDashboardOtherTransports(t *testing.T) {
 		t.Fatalf("ShouldRateLimit without a domain: %v, want InvalidArgument", err)
 	}
 
-	type trafficJSON struct {
-		Allowed, Denied, ShadowDenied, Errors []uint64
-	}
-	sum := func(xs []uint64) (n uint64) {
-		for _, x := range xs {
-			n += x
-		}
-		return n
-	}
 	// Redis: 1 allowed, 2 denied, 1 error; RLS: 2 allowed, 1 denied, 1 error.
 	dashPoll(t, admin+"/dashboard/traffic", func(tr *trafficJSON) bool {
 		return sum(tr.Allowed) == 3 && sum(tr.Denied) == 3 && sum(tr.Errors) == 2 && sum(tr.ShadowDenied) == 0
