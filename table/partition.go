@@ -3,47 +3,48 @@ package table
 // This file serves a table split by id between owners (a cluster's
 // virtual shards): the records of the buckets of some ids, each partition's
 // apart (Frozen.Partition), and the deletion of the buckets of some ids
-// (DeleteMatching). Both walk the slab, in slot order, rather than the
-// B-tree: the ids are scattered over every window, and the slab's pages
-// are read in memory order.
+// (DeleteMatching).
 
 // Partition calls fn with records holding the buckets of f not expired at
 // the time of the Freeze, each record the buckets of one partition only:
 // part(id) names the partition of a bucket's id, and a negative one leaves
-// the bucket out. Each record is at most MaxRecordBytes and valid only
-// during the call; a partition's records come in slot order, the last
-// (partial) record of every partition at the end, in ascending order. If fn
-// returns an error, Partition stops and returns it. Like Records, it may run
-// on any goroutine, but not on two at once.
+// the bucket out; id is valid only during the call. Each record is at most
+// MaxRecordBytes and valid only during the call, and binds no reference
+// (format 1: its receiver has a table of its own); a partition's records
+// come in key order, the last (partial) record of every partition at the
+// end, in ascending order of partition. If fn returns an error, Partition
+// stops and returns it. Like Records, it may run on any goroutine, but not
+// on two at once.
 func (f *Frozen) Partition(part func(id string) int, fn func(part int, rec []byte) error) error {
 	ws := map[int]*recordWriter{}
-	for _, pg := range f.pages {
-		for si := range pg.slots {
-			s := &pg.slots[si]
-			if s.id == "" {
-				continue // a free slot
-			}
-			k := &f.groups[s.gid]
-			if k.expired(s.bucket, f.nowMs, f.ttlMs) {
+	for _, fg := range f.groups {
+		k := &fg.key
+		for _, gw := range fg.wins {
+			if k.expired(gw.bucket, f.nowMs, f.ttlMs) {
 				continue
 			}
-			p := part(s.id)
-			if p < 0 {
-				continue
-			}
-			w := ws[p]
-			if w == nil {
-				w = &recordWriter{}
-				w.reset(nil)
-				ws[p] = w
-			}
-			if w.full() {
-				if err := fn(p, w.b); err != nil {
-					return err
+			for s := f.heads[gw.id]; s != 0; {
+				c := &f.pages[(s-1)>>pageBits][(s-1)&(pageSize-1)]
+				s = c.next
+				id := f.ids.view(int(c.idLen), c.idHandle())
+				p := part(id)
+				if p < 0 {
+					continue
 				}
-				w.reset(w.b)
+				w := ws[p]
+				if w == nil {
+					w = &recordWriter{}
+					w.reset(nil)
+					ws[p] = w
+				}
+				if w.full() {
+					if err := fn(p, w.b); err != nil {
+						return err
+					}
+					w.reset(w.b)
+				}
+				w.putCell(k, gw.bucket, 0, c, id)
 			}
-			w.put(k, s.bucket, s)
 		}
 	}
 	parts := make([]int, 0, len(ws))
@@ -81,12 +82,13 @@ func sortInts(a []int) {
 func (t *Table) DeleteMatching(match func(id string) bool, from, max int) (deleted, next int) {
 	end := min(uint64(from)+uint64(max), uint64(t.slots.used))
 	for i := uint64(from); i < end; i++ {
-		s := t.slots.at(uint32(i))
-		if s.id == "" || !match(s.id) {
+		c := t.slots.cell(uint32(i))
+		if c.idLen == 0 || !match(t.ids.view(int(c.idLen), c.idHandle())) {
 			continue
 		}
-		g := t.byID[s.gid]
-		it := mkItem(s.gid, s.bucket, uint32(i))
+		w := &t.wins[c.win]
+		g := t.byID[w.gid]
+		it := mkItem(w.gid, w.bucket, uint32(i))
 		t.logDelete(g, it)
 		t.remove(g, it)
 		deleted++

@@ -48,7 +48,7 @@ func only(lines []string, p, n int) []string {
 func TestPartitionShipsEachBucketToItsPartitionOnly(t *testing.T) {
 	t.Parallel()
 	const parts = 5
-	tb, now := mixedTable(3000) // more than one record per partition
+	tb, now := mixedTable(10_000) // more than one record per partition
 	f := tb.Freeze(now)
 	recs := map[int][][]byte{}
 	err := f.Partition(func(id string) int {
@@ -68,8 +68,8 @@ func TestPartitionShipsEachBucketToItsPartitionOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := snapshotOf(tb, now)
-	if len(want) != 3000*5 {
-		t.Fatalf("the table holds %d live buckets, want %d", len(want), 3000*5)
+	if len(want) != 10_000*5 {
+		t.Fatalf("the table holds %d live buckets, want %d", len(want), 10_000*5)
 	}
 	for p := range parts {
 		if p == 3 {
@@ -79,7 +79,7 @@ func TestPartitionShipsEachBucketToItsPartitionOnly(t *testing.T) {
 			continue
 		}
 		if len(recs[p]) < 2 {
-			t.Fatalf("partition %d: got %d records, want several (3000 ids)", p, len(recs[p]))
+			t.Fatalf("partition %d: got %d records, want several (10,000 ids)", p, len(recs[p]))
 		}
 		got := New(Config{})
 		restoreAll(t, got, recs[p], now)

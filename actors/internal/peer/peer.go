@@ -78,6 +78,11 @@ func NewServer(handlers map[string]Handler) *Server {
 					return nil, err
 				}
 				rep, err := h(ctx, req)
+				if cerr := ctx.Err(); cerr != nil {
+					// The caller's deadline (or cancellation) came first: it has
+					// given up, or is about to, whatever the handler did.
+					return nil, status.FromContextError(cerr).Err()
+				}
 				if err != nil {
 					return nil, status.Error(codes.Aborted, err.Error())
 				}
@@ -160,12 +165,22 @@ func (c *Client) Call(ctx context.Context, method string, req []byte) ([]byte, e
 	switch {
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("peer: call %s on %s: %w", method, c.addr, ctx.Err())
+	case st.Code() == codes.DeadlineExceeded && hasDeadline(ctx):
+		// The member ran out of the caller's deadline (gRPC sends it along)
+		// and said so a moment before the caller's own timer fired.
+		return nil, fmt.Errorf("peer: call %s on %s: %w", method, c.addr, context.DeadlineExceeded)
 	case st.Code() == codes.Aborted:
 		return nil, fmt.Errorf("%w: %s on %s: %s", ErrRemote, method, c.addr, st.Message())
 	case st.Code() == codes.Unimplemented:
 		return nil, fmt.Errorf("%w: %s on %s: %s", ErrRemote, method, c.addr, strings.TrimSpace(st.Message()))
 	}
 	return nil, fmt.Errorf("%w: %s on %s: %s: %s", ErrUnreachable, method, c.addr, st.Code(), st.Message())
+}
+
+// hasDeadline reports whether ctx has a deadline.
+func hasDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // Close closes the connection; calls in progress fail.
