@@ -43,9 +43,10 @@
 // shard to serve the checks queued before it, delete at most 512 expired
 // buckets or for at most 25µs on Config.Clock, and serve the checks queued
 // meanwhile; being a message, the next slice queues behind the checks sent
-// to the owner in between. The loop pauses three times a slice's hold
-// before the next one, so a mass expiry takes at most a quarter of one
-// core, spread out in time rather than in one burst. Deleting an expired
+// to the owner in between. Every slice owes a pause of three times its
+// hold, which the loop sleeps once the debt reaches a millisecond, so a
+// mass expiry takes at most a quarter of one core, spread out in time
+// rather than in one burst. Deleting an expired
 // bucket later is safe, since it changes no decision; memory stays bounded
 // meanwhile because a full shard reclaims an expired bucket before it
 // refuses or evicts, looking at no more than a few limits for one per new

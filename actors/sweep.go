@@ -5,9 +5,10 @@
 // slices it sends to the shard's owner one after the other. The owner
 // serves the checks queued before a slice, then deletes at most sweepSlice
 // buckets or for at most sweepSliceTime, and answers; the next slice is
-// sent only after a pause of (sweepDuty-1) times the last one's hold, so
-// it goes into the owner's mailbox behind the checks queued meanwhile and
-// a large backlog takes at most 1/sweepDuty of one core, spread over time.
+// sent after the answer, so it goes into the owner's mailbox behind the
+// checks queued meanwhile. Each slice owes a pause of (sweepDuty-1) times
+// its hold, slept once the debt reaches sweepPauseMin, so a large backlog
+// takes at most 1/sweepDuty of one core, spread over time.
 // Its fields are the loop's alone, but for ticks and resume (the timers'),
 // answers (the owners'), quit (Stop's) and the counters (SweepStats').
 
@@ -29,10 +30,15 @@ const (
 	// sweepSliceTime bounds, on Config.Clock, how long one slice deletes
 	// while it holds a shard: the wait it adds to a check that arrives then.
 	sweepSliceTime = 25 * time.Microsecond
-	// sweepDuty paces a backlog: a slice that held its shard for d is
-	// followed by (sweepDuty-1)·d of pause, so that sweeping takes at most
-	// 1/sweepDuty of one core and checks keep the rest.
+	// sweepDuty paces a backlog: a slice that held its shard for d owes
+	// (sweepDuty-1)·d of pause, so that sweeping takes at most 1/sweepDuty
+	// of one core and checks keep the rest.
 	sweepDuty = 4
+	// sweepPauseMin is the least pause the sweeping sleeps: the debt of
+	// several slices is slept at once, since a timer much shorter than
+	// this fires late on a busy machine and would slow the sweep well
+	// below its duty.
+	sweepPauseMin = time.Millisecond
 )
 
 // sliceMessage asks a shard's owner to delete up to most buckets expired
@@ -88,6 +94,7 @@ type sweeping struct {
 	inflight bool          // a slice of cur is out at its owner
 	pausing  bool          // the pause after the last slice is not over
 	pause    clock.Timer   // its timer, if pausing
+	debt     time.Duration // of pause, owed by the slices since the last one
 
 	// For SweepStats: slices carried out, and the shards whose last slice
 	// stopped on its bounds, still holding expired buckets to sweep.
@@ -127,6 +134,9 @@ func (w *sweeping) run() {
 			if !w.busy {
 				w.cur, w.busy = w.policy.Next()
 				w.deleted = 0
+				if !w.busy {
+					w.debt = 0 // idle: the pause is over
+				}
 			}
 			if w.busy {
 				w.send()
@@ -159,7 +169,8 @@ func (w *sweeping) send() {
 
 // answered takes the answer to the slice out: it ends cur when its shard
 // has nothing more expired or cur's bound is reached, handing the policy
-// the answer, and starts the pause that paces the next slice.
+// the answer, and adds the slice's pause to the debt, sleeping it once it
+// is due.
 func (w *sweeping) answered(a sliceDone) {
 	w.inflight = false
 	w.slices.Add(1)
@@ -173,9 +184,10 @@ func (w *sweeping) answered(a sliceDone) {
 			w.report(r, "")
 		}
 	}
-	if pause := (sweepDuty - 1) * a.held; pause > 0 {
+	if w.debt += (sweepDuty - 1) * a.held; w.debt >= sweepPauseMin {
 		w.pausing = true
-		w.pause = w.cfg.Clock.AfterFunc(pause, func() { w.resume <- struct{}{} })
+		w.pause = w.cfg.Clock.AfterFunc(w.debt, func() { w.resume <- struct{}{} })
+		w.debt = 0
 	}
 }
 

@@ -190,9 +190,11 @@ func (c *steppingClock) fireNext() {
 // TestSweepOfALargeBacklogHoldsTheShardBriefly is the structure of a mass
 // expiry's sweep, on a clock that moves 10µs at every reading: each hold of
 // the shard deletes at most what sweepSliceTime allows (SliceCheck
-// deletions between two readings) and never more than sweepSlice; after
-// every slice the sweeping pauses on a timer, and no slice runs until it
-// fires; a check queued during a slice is decided before the next slice;
+// deletions between two readings) and never more than sweepSlice; the
+// sweeping pauses on a timer for sweepDuty-1 times the holds since its
+// last pause as soon as that reaches sweepPauseMin, and no slice runs
+// until the timer fires; a check queued during a slice is decided before
+// the next slice;
 // SweepStats counts the slices and the shard's backlog.
 func TestSweepOfALargeBacklogHoldsTheShardBriefly(t *testing.T) {
 	t.Parallel()
@@ -258,28 +260,6 @@ func TestSweepOfALargeBacklogHoldsTheShardBriefly(t *testing.T) {
 	}
 	clock.setStep(step)
 	clock.fireNext() // the tick, an hour on: every x- bucket has expired
-	var rep SweepReport
-	for done, n := false, 1; !done; n++ {
-		// Wait for the pause after slice n: its timer beside the next tick's.
-		for deadline := time.Now().Add(30 * time.Second); clock.pending() < 2 && len(reports) == 0; runtime.Gosched() {
-			if time.Now().After(deadline) {
-				t.Fatalf("no pause after slice %d within 30s", n)
-			}
-		}
-		select {
-		case rep = <-reports:
-			done = true
-		default:
-		}
-		if got := clock.pending(); got != 2 {
-			t.Fatalf("after slice %d: %d timers pending, want 2 (the tick and the pause)", n, got)
-		}
-		if got := started.Load(); got != int64(n) {
-			t.Fatalf("during the pause after slice %d: %d slices started, want %d", n, got, n)
-		}
-		clock.fireNext() // the pause, the earlier: the next slice may go
-	}
-
 	// The model: Sweeps of SweepBatch, each in slices of the bound, the
 	// last of a Sweep of what is left of it.
 	bound := min(sweepSlice, table.SliceCheck*int((sweepSliceTime+step-1)/step))
@@ -290,6 +270,39 @@ func TestSweepOfALargeBacklogHoldsTheShardBriefly(t *testing.T) {
 			want = append(want, k)
 			inSweep, left = inSweep+k, left-k
 		}
+	}
+	// The pauses: a slice of k deletions reads the clock at its start, at
+	// each of its k/SliceCheck asks of its time bound, when it journals
+	// and at its end, so it holds the shard (k/SliceCheck + 2) steps and
+	// owes sweepDuty-1 times that; the debt is slept once it reaches
+	// sweepPauseMin.
+	var pauses []int // slices started at each pause
+	var debt time.Duration
+	for i, k := range want {
+		if debt += (sweepDuty - 1) * time.Duration(k/table.SliceCheck+2) * step; debt >= sweepPauseMin {
+			pauses, debt = append(pauses, i+1), 0
+		}
+	}
+	if len(pauses) < 2 {
+		t.Fatalf("the model has %d pauses, want several", len(pauses))
+	}
+	for _, p := range pauses {
+		// Wait for the pause: its timer beside the next tick's.
+		for deadline := time.Now().Add(30 * time.Second); clock.pending() < 2; runtime.Gosched() {
+			if time.Now().After(deadline) {
+				t.Fatalf("no pause after slice %d within 30s (%d slices started)", p, started.Load())
+			}
+		}
+		if got := started.Load(); got != int64(p) {
+			t.Fatalf("a pause after %d slices, want after %d (no slice while it lasts)", got, p)
+		}
+		clock.fireNext() // the pause, the earlier: the next slice may go
+	}
+	var rep SweepReport
+	select {
+	case rep = <-reports:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no sweep report within 30s (%d slices started)", started.Load())
 	}
 	lens = append(lens, int(s.Stats().Buckets)) // after the last slice
 	if len(lens)-1 != len(want) {

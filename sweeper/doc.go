@@ -9,8 +9,8 @@
 // again while a target reports more, so a large expiry is deleted in
 // bounded batches. Whoever carries a Sweep out does it in shorter slices
 // and paces them (package actors: slices of at most 512 buckets or 25µs,
-// the checks queued meanwhile served between them, a pause of three times
-// each slice's hold), so a sweep never stalls checks for long. Deletion
+// the checks queued meanwhile served between them, pauses of three times
+// the slices' holds), so a sweep never stalls checks for long. Deletion
 // itself costs what expires, not the size of the table (see package table).
 //
 // # Guarantees
