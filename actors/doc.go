@@ -39,8 +39,19 @@
 // A sweeping loop, one goroutine, runs a round every Config.SweepInterval
 // (the policy is package sweeper's): each shard deletes the buckets that
 // expired, at most Config.SweepBatch per turn, round-robin over the shards,
-// holding the shard for 1,000 deletions at a time and serving the checks
-// queued meanwhile before it lets go.
+// in slices it sends to the shard's owner one at a time. A slice holds the
+// shard to serve the checks queued before it, delete at most 512 expired
+// buckets or for at most 25µs on Config.Clock, and serve the checks queued
+// meanwhile; being a message, the next slice queues behind the checks sent
+// to the owner in between. Every slice owes a pause of three times its
+// hold, which the loop sleeps once the debt reaches a millisecond, so a
+// mass expiry takes at most a quarter of one core, spread out in time
+// rather than in one burst. Deleting an expired
+// bucket later is safe, since it changes no decision; memory stays bounded
+// meanwhile because a full shard reclaims an expired bucket before it
+// refuses or evicts, looking at no more than a few limits for one per new
+// bucket (see package table). System.SweepStats reports the slices and the
+// shards still behind.
 //
 // # Guarantees
 //

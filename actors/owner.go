@@ -39,6 +39,8 @@ func (o *owner) Receive(c actor.Context) {
 		o.drainAll(c)
 	case snapshotDone:
 		o.locked(c, func() { o.sh.snapshotted(o.cfg, m) })
+	case sliceMessage:
+		m.reply <- o.sh.sweepSlice(o.cfg, m) // see sweep.go
 	case *actor.Restarting:
 		o.cfg.Logger.Warn("shard owner restarting", "shard", o.sh.index, "journal", o.sh.j != nil)
 	}

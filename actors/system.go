@@ -92,8 +92,9 @@ type Config struct {
 	// 10s, and a negative value disables sweeping.
 	SweepInterval time.Duration
 	// SweepBatch bounds the buckets one sweep of a shard deletes before the
-	// sweeping moves on to the next shard; 0 means 10,000. The checks queued
-	// meanwhile are served every 1,000 deletions.
+	// sweeping moves on to the next shard; 0 means 10,000. A sweep holds
+	// its shard for slices of at most 512 deletions or 25µs, and the
+	// checks queued meanwhile go first between slices.
 	SweepBatch int
 	// BucketTTL keeps expired buckets this much longer (for inspection); it
 	// never deletes one sooner. Must not be negative.

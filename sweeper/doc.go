@@ -7,8 +7,10 @@
 // round's time and a bound, Batch), each answered with a Swept saying how
 // many buckets it deleted and whether more may be left. The Policy asks
 // again while a target reports more, so a large expiry is deleted in
-// bounded batches, and whoever carries them out serves the checks queued
-// meanwhile between them: a sweep never stalls checks for long. Deletion
+// bounded batches. Whoever carries a Sweep out does it in shorter slices
+// and paces them (package actors: slices of at most 512 buckets or 25µs,
+// the checks queued meanwhile served between them, pauses of three times
+// the slices' holds), so a sweep never stalls checks for long. Deletion
 // itself costs what expires, not the size of the table (see package table).
 //
 // # Guarantees

@@ -384,8 +384,12 @@ func (b *md) sweepLatSection(r *Report) {
 	b.p("An embedded `actors.System` as the daemon runs it (journal, sync `%s`, sweep batch 10,000, a sweep every second)", s.Journal)
 	b.p("holding %s buckets that all expire at one instant (its clock jumps two hours), while %d goroutines check %s",
 		count(s.Expired), s.Goroutines, count(s.HotKeys))
-	b.p("other keys. The sweep deleted %s buckets (the hot keys' old windows too) in %s (%d round(s), %d sweep messages).",
-		num(s.Deleted), dur(s.SweepTook), s.Rounds, s.Batches)
+	slices := ""
+	if s.Slices > 0 {
+		slices = fmt.Sprintf(", %s slices", num(s.Slices))
+	}
+	b.p("other keys. The sweep deleted %s buckets (the hot keys' old windows too) in %s (%d round(s), %d sweep messages%s).",
+		num(s.Deleted), dur(s.SweepTook), s.Rounds, s.Batches, slices)
 	b.p("\"During\" counts every check in flight at any moment of the sweep; \"before\" the checks of the quiet period")
 	b.p("before the jump.")
 	b.p("")

@@ -229,6 +229,19 @@ func wellFormed(b []byte) error {
 	}
 }
 
+// TestWriteSweepSlices: §3c says how many slices the sweep took, when the
+// run counted them.
+func TestWriteSweepSlices(t *testing.T) {
+	r := synthetic()
+	if md := string(Markdown(r, nil)); !strings.Contains(md, "(1 round(s), 16 sweep messages).") {
+		t.Errorf("§3c without slices: want \"(1 round(s), 16 sweep messages).\" in\n%s", md)
+	}
+	r.SweepLat.Slices = 3200
+	if md := string(Markdown(r, nil)); !strings.Contains(md, "(1 round(s), 16 sweep messages, 3,200 slices).") {
+		t.Errorf("§3c with slices: want \"(1 round(s), 16 sweep messages, 3,200 slices).\" in\n%s", md)
+	}
+}
+
 func TestWriteSkippedSections(t *testing.T) {
 	r := synthetic()
 	r.Embedded, r.Memory, r.Sweep, r.SweepLat, r.Journal = nil, nil, nil, nil, nil

@@ -73,6 +73,20 @@ func TestMeasureSweepLatency(t *testing.T) {
 	}
 }
 
+// TestSweepStartIsNotBeforeTheJump: a round that ran across the clock's
+// jump reports a Duration with the jump in it; the sweep starts at the
+// jump then, and at the round's start otherwise.
+func TestSweepStartIsNotBeforeTheJump(t *testing.T) {
+	jump := time.Unix(1_700_000_000, 0)
+	at := jump.Add(300 * time.Millisecond)
+	if got := sweepStart(at, 2*time.Hour+time.Second, jump); !got.Equal(jump) {
+		t.Errorf("a round across the jump: start %v, want the jump %v", got, jump)
+	}
+	if got, want := sweepStart(at, 100*time.Millisecond, jump), jump.Add(200*time.Millisecond); !got.Equal(want) {
+		t.Errorf("a round after the jump: start %v, want %v", got, want)
+	}
+}
+
 func TestStatsOf(t *testing.T) {
 	lat := []time.Duration{5, 1, 4, 2, 3}
 	s := statsOf(lat, time.Second)

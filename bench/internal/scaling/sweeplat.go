@@ -56,9 +56,10 @@ type SweepLatency struct {
 	Baseline   LatStats // checks finished in the quiet period before
 	During     LatStats // checks in flight while the sweep ran
 	SweepTook  time.Duration
-	Deleted    int // by the sweep rounds that ran after the jump
-	Rounds     int // sweep rounds (reports) it took
-	Batches    int // Sweeps (of at most 10,000 deletions each)
+	Deleted    int   // by the sweep rounds that ran after the jump
+	Rounds     int   // sweep rounds (reports) it took
+	Batches    int   // Sweeps (of at most 10,000 deletions each)
+	Slices     int64 // holds of a shard by the sweep after the jump (System.SweepStats)
 }
 
 // offsetClock is the system clock moved forward by an offset that the
@@ -87,6 +88,17 @@ func (c reportChan) SweepDone(r actors.SweepReport) {
 }
 
 type sample struct{ start, end int64 } // ns since the run's origin
+
+// sweepStart is when the deleting began, for the first round to delete
+// anything, reported at at and lasting took by the System's clock: not
+// before the jump, since a round that began before it and ran across it
+// (a paced round takes a while) counts the two hours the clock jumped.
+func sweepStart(at time.Time, took time.Duration, jump time.Time) time.Time {
+	if start := at.Add(-took); start.After(jump) {
+		return start
+	}
+	return jump
+}
 
 // MeasureSweepLatency starts a System as the daemon runs it (journal in
 // dir with the default interval sync, the default sweep batch) with a
@@ -162,6 +174,7 @@ func MeasureSweepLatency(ctx context.Context, dir string, expired, goroutines in
 			drained = true
 		}
 	}
+	slices0 := s.SweepStats().Slices
 	clock.off.Add(int64(2 * time.Hour))
 
 	var first, last time.Time
@@ -174,7 +187,7 @@ func MeasureSweepLatency(ctx context.Context, dir string, expired, goroutines in
 				continue
 			}
 			if first.IsZero() {
-				first = ra.at.Add(-ra.r.Duration)
+				first = sweepStart(ra.at, ra.r.Duration, jump)
 			}
 			last = ra.at
 			out.Deleted += ra.r.Deleted
@@ -194,6 +207,7 @@ func MeasureSweepLatency(ctx context.Context, dir string, expired, goroutines in
 		return out, err
 	}
 	out.SweepTook = last.Sub(first)
+	out.Slices = s.SweepStats().Slices - slices0
 
 	// Baseline: checks finished in the quiet period, after a warm-up of
 	// a fifth of it. During: checks in flight at any time in the sweep.
