@@ -161,6 +161,7 @@ func (sh *shard) recover(cfg *Config, now time.Time) (*table.Table, journal.Reco
 		SyncInterval: cfg.JournalSyncInterval,
 		SegmentSize:  cfg.SegmentSize,
 		Repair:       cfg.JournalRepair,
+		RollAhead:    true, // no segment creation or msync under the shard lock at a roll
 		Logger:       cfg.Logger.With("shard", sh.index),
 	}, func(p []byte) error { return t.Restore(p, now) })
 	if err != nil {

@@ -96,6 +96,17 @@
 // bytes in one record: a larger payload is ErrTooLarge. A new segment is
 // created (a roll) when the next frame does not fit in the current one.
 //
+// With Options.RollAhead, the background goroutine makes the next segment
+// ahead, as above but under the name seg-next.log.tmp and with 0 as its
+// first sequence number, once the current segment has no full segment
+// still open beside it. The roll stamps its header (the sequence number and
+// the header checksum) in the mapping and renames it into place; the full
+// segment is msynced (SyncInterval; SyncAlways: by the next Commit) and
+// closed by the background goroutine, before the directory is fsynced and
+// anything of the new segment is msynced. A failed creation ahead is only
+// logged (debug): the roll then creates the segment itself as without
+// RollAhead, and fails as that does.
+//
 // # Snapshot file
 //
 // A snapshot is written through a buffer to a *.tmp file, then fsynced,
@@ -193,7 +204,10 @@
 // the last msync survives while an earlier one does not (the kernel wrote
 // the pages back out of order): Open cannot tell that from a flipped byte,
 // so it refuses rather than drop the later record; Options.Repair cuts
-// there, losing only records that were not synced.
+// there, losing only records that were not synced. With RollAhead this
+// window spans a roll (records of the new segment written back before the
+// end of the full one), and a new segment whose stamped header did not
+// reach the disk reads as a last segment with a bad header.
 //
 // An msync error is never silently dropped. In SyncAlways mode Commit
 // returns it (wrapped with the file and byte range; errors.Is matches the
@@ -218,7 +232,8 @@
 //   - Seq continues from the last record recovered: the next Append gets
 //     Seq()+1, whatever was cut.
 //   - Append does not allocate and does not take a lock, except when it
-//     rolls to a new segment.
+//     rolls to a new segment; with RollAhead and the next segment made, a
+//     roll creates, allocates and msyncs nothing (it renames one file).
 //   - A full disk gives ENOSPC from Append (at a roll) or StartSnapshot,
 //     never SIGBUS, and the journal stays usable and reopenable.
 //

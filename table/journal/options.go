@@ -96,6 +96,14 @@ type Options struct {
 	// of the segment is copied aside to a *.broken file and every later
 	// segment is renamed to *.broken.
 	Repair bool
+	// RollAhead has a background goroutine (then started in every sync
+	// mode) create and allocate the next segment while the current one
+	// fills, and msync and close a full segment after the roll, so that an
+	// Append that rolls to a segment made ahead only stamps its header and
+	// renames it into place. A failed creation ahead is not reported: the
+	// roll then creates the segment itself, and fails as it would without
+	// RollAhead.
+	RollAhead bool
 	// Logger receives what Open finds and does (progress every second of a
 	// long recovery, torn tails with file, offset and bytes dropped,
 	// repairs, invalid snapshots, foreign files) and the journal's rare
@@ -125,6 +133,7 @@ type config struct {
 	interval    time.Duration
 	segmentSize int64
 	repair      bool
+	rollAhead   bool
 	log         *slog.Logger
 	salt        func() uint64
 	msync       func(b []byte) error
@@ -139,6 +148,7 @@ func (o Options) config() (config, error) {
 		interval:    o.SyncInterval,
 		segmentSize: o.SegmentSize,
 		repair:      o.Repair,
+		rollAhead:   o.RollAhead,
 		log:         o.Logger,
 		salt:        randomSalt,
 		msync:       func(b []byte) error { return mmap.MMap(b).Flush() },

@@ -673,8 +673,14 @@ func (r *recoverer) journal() (*Journal, error) {
 		j.snaps = []string{r.rec.Snapshot}
 	}
 	// j.synced is 0: the first sync covers what was recovered, too.
-	if r.c.sync == SyncInterval {
+	if r.c.sync == SyncInterval || r.c.rollAhead {
 		j.stop, j.done, j.syncReq = make(chan struct{}), make(chan struct{}), make(chan chan struct{})
+		if r.c.rollAhead {
+			j.wake = make(chan struct{}, 1)
+			if j.cur != nil {
+				j.poke()
+			}
+		}
 		go j.runSyncer()
 	}
 	return j, nil
