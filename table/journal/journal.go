@@ -27,11 +27,12 @@ type Journal struct {
 	// Owner state: read and written by the owner goroutine only, except
 	// cur, which the syncer reads under syncMu (the owner writes it only
 	// under syncMu).
-	cur     *segment // where Append writes; nil: the next Append creates one
-	off     int64    // write offset in cur
-	seq     uint64   // last record appended or recovered
-	closed  bool     // written under mu, so SnapshotWriter.Commit can read it
-	scratch [12]byte // frameCRC input, kept here so Append does not allocate
+	cur      *segment // where Append writes; nil: the next Append creates one
+	off      int64    // write offset in cur
+	seq      uint64   // last record appended or recovered
+	closed   bool     // written under mu, so SnapshotWriter.Commit can read it
+	scratch  [12]byte // frameCRC input, kept here so Append does not allocate
+	scratch2 [16]byte // putFrame2's
 
 	// closedBytes is the Size share of the segments before cur.
 	closedBytes atomic.Int64
@@ -88,6 +89,16 @@ type segment struct {
 	first uint64    // sequence number of its first record
 	salt  uint32    // saltCRC of its header salt
 	raw   uint64    // its header salt as stored
+	v2    bool      // of format 2
+}
+
+// frameSize is the size of the frame of a payload of n bytes in s (format 1
+// if s is nil).
+func (s *segment) frameSize(n int) int64 {
+	if s != nil && s.v2 {
+		return frame2Size(n)
+	}
+	return frameSize(n)
 }
 
 // segmentInfo describes a closed segment.
@@ -148,7 +159,7 @@ func makeSegment(c *config, tmp string, first uint64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &segment{name: filepath.Base(tmp), path: tmp, f: f, first: first}
+	s := &segment{name: filepath.Base(tmp), path: tmp, f: f, first: first, v2: c.format == segmentV2}
 	fail := func(what string, err error) (*segment, error) {
 		_ = s.close()
 		_ = os.Remove(tmp)
@@ -163,7 +174,7 @@ func makeSegment(c *config, tmp string, first uint64) (*segment, error) {
 	}
 	s.m = m
 	s.raw = c.salt()
-	putHeader(m[:headerSize], segmentMagic, first, s.raw)
+	putHeaderVersion(m[:headerSize], segmentMagic, c.format, first, s.raw)
 	s.salt = saltCRC(s.raw)
 	if c.sync != SyncNone {
 		if err := f.Sync(); err != nil {
@@ -190,14 +201,19 @@ func (j *Journal) Append(payload []byte) error {
 		return fmt.Errorf("%w: a %d-byte payload (at most %d fit in a %d-byte segment)",
 			ErrTooLarge, len(payload), j.maxPayload, j.c.segmentSize)
 	}
-	size := frameSize(len(payload))
+	size := j.cur.frameSize(len(payload))
 	if j.cur == nil || j.off+size > int64(len(j.cur.m)) {
 		if err := j.roll(); err != nil {
 			return err
 		}
+		size = j.cur.frameSize(len(payload))
 	}
 	// Beyond j.off a segment is all zeros: the padding is in place.
-	putFrame(j.cur.m[j.off:j.off+size], j.cur.salt, &j.scratch, j.seq+1, payload)
+	if j.cur.v2 {
+		putFrame2(j.cur.m[j.off:j.off+size], j.cur.salt, &j.scratch2, j.seq+1, payload)
+	} else {
+		putFrame(j.cur.m[j.off:j.off+size], j.cur.salt, &j.scratch, j.seq+1, payload)
+	}
 	j.off += size
 	j.seq++
 	return nil
@@ -265,7 +281,7 @@ func (j *Journal) rollAhead() error {
 	} else {
 		tmp := seg.path
 		seg.name, seg.path, seg.first = segmentName(first), filepath.Join(j.dir, segmentName(first)), first
-		putHeader(seg.m[:headerSize], segmentMagic, first, seg.raw)
+		putHeaderVersion(seg.m[:headerSize], segmentMagic, version(seg.m), first, seg.raw)
 		if err := os.Rename(tmp, seg.path); err != nil {
 			_ = seg.close()
 			_ = os.Remove(tmp)

@@ -104,6 +104,12 @@ type Options struct {
 	// roll then creates the segment itself, and fails as it would without
 	// RollAhead.
 	RollAhead bool
+	// SegmentFormat is the format of the segments this journal creates: 1
+	// (zero means 1), whose frames take 16 bytes and an alignment to 8 besides
+	// their payload, or 2, whose frames take 7 to 11 (doc.go specifies
+	// both). Open reads segments of either format, whatever this says, and
+	// appends to the last one in its own format.
+	SegmentFormat int
 	// Logger receives what Open finds and does (progress every second of a
 	// long recovery, torn tails with file, offset and bytes dropped,
 	// repairs, invalid snapshots, foreign files) and the journal's rare
@@ -134,6 +140,7 @@ type config struct {
 	segmentSize int64
 	repair      bool
 	rollAhead   bool
+	format      uint32 // of the segments created
 	log         *slog.Logger
 	salt        func() uint64
 	msync       func(b []byte) error
@@ -160,6 +167,14 @@ func (o Options) config() (config, error) {
 	}
 	if c.sync < SyncNone || c.sync > SyncAlways {
 		return c, fmt.Errorf("%w: Sync %v (valid: SyncNone, SyncInterval, SyncAlways)", ErrInvalidOptions, c.sync)
+	}
+	switch o.SegmentFormat {
+	case 0, formatVersion:
+		c.format = formatVersion
+	case segmentV2:
+		c.format = segmentV2
+	default:
+		return c, fmt.Errorf("%w: SegmentFormat %d (valid: 1, 2)", ErrInvalidOptions, o.SegmentFormat)
 	}
 	if c.interval == 0 {
 		c.interval = DefaultSyncInterval
