@@ -121,7 +121,9 @@
 // created (a roll) when the next frame does not fit in the current one.
 //
 // With Options.RollAhead, the background goroutine makes the next segment
-// ahead, as above but under the name seg-next.log.tmp and with 0 as its
+// ahead, as above but under the name seg-next-<N>.log.tmp (N counting
+// the segments made ahead by this Journal, so that a roll renaming one
+// never races the making of the next) and with 0 as its
 // first sequence number, once the current segment has no full segment
 // still open beside it. The roll stamps its header (the sequence number and
 // the header checksum) in the mapping and renames it into place; the full

@@ -66,6 +66,7 @@ type Journal struct {
 	syncReq    chan chan struct{} // tests: run a background pass now
 	wake       chan struct{}      // RollAhead: a roll asks for a pass (capacity 1)
 	prepFailed bool               // background only: the last creation ahead failed
+	prepared   uint64             // background only: segments made ahead so far
 }
 
 // retired is a full segment after a roll: written up to end, msynced up to
@@ -76,9 +77,12 @@ type retired struct {
 	synced int64
 }
 
-// nextSegmentName is the temporary name of the segment made ahead (Open
-// removes it with every *.tmp file).
-const nextSegmentName = segmentPrefix + "next" + segmentSuffix + tmpSuffix
+// nextSegmentName is the temporary name of the n-th segment made ahead
+// (Open removes it with every *.tmp file). Each has its own: the roll that
+// takes one renames it after the background may have started the next.
+func nextSegmentName(n uint64) string {
+	return fmt.Sprintf("%snext-%d%s%s", segmentPrefix, n, segmentSuffix, tmpSuffix)
+}
 
 // segment is one mapped segment file.
 type segment struct {
@@ -505,7 +509,8 @@ func (j *Journal) prepare() {
 	if !need {
 		return
 	}
-	seg, err := makeSegment(&j.c, filepath.Join(j.dir, nextSegmentName), 0)
+	j.prepared++
+	seg, err := makeSegment(&j.c, filepath.Join(j.dir, nextSegmentName(j.prepared)), 0)
 	j.prepFailed = err != nil
 	if err != nil {
 		j.c.log.Debug("journal: making the next segment ahead failed; the roll will try", "dir", j.dir, "err", err)

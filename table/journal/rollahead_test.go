@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -67,6 +68,18 @@ func (w *fileWork) hooks() *testHooks {
 	}
 }
 
+// nextFiles returns the names of the segments made ahead in dir.
+func nextFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var got []string
+	for _, n := range names(t, dir) {
+		if strings.HasPrefix(n, segmentPrefix+"next-") {
+			got = append(got, n)
+		}
+	}
+	return got
+}
+
 // fillSegment appends records from payload i on until the one that needs a
 // roll, and returns the records appended and the next i.
 func fillSegment(t *testing.T, j *Journal, i int) ([][]byte, int) {
@@ -105,8 +118,8 @@ func TestRollAhead(t *testing.T) {
 				t.Fatal(err)
 			}
 			j.syncPassForTest()
-			if _, err := os.Stat(filepath.Join(dir, nextSegmentName)); err != nil {
-				t.Fatalf("after a pass: %v, want the next segment made ahead", err)
+			if got := nextFiles(t, dir); !slices.Equal(got, []string{nextSegmentName(1)}) {
+				t.Fatalf("after a pass: %v, want the next segment made ahead, %s", got, nextSegmentName(1))
 			}
 			if got := w.allocs.Load(); got != 2 {
 				t.Fatalf("allocations after the first segment and a pass: %d, want 2", got)
@@ -133,6 +146,9 @@ func TestRollAhead(t *testing.T) {
 				}
 				if _, err := os.Stat(filepath.Join(dir, segmentName(j.cur.first))); err != nil {
 					t.Fatalf("roll %d: %v", roll, err)
+				}
+				if got := nextFiles(t, dir); slices.Contains(got, nextSegmentName(uint64(roll))) {
+					t.Fatalf("roll %d: %v, want %s renamed", roll, got, nextSegmentName(uint64(roll)))
 				}
 				if mode == SyncAlways {
 					if err := j.Commit(); err != nil { // the group commit msyncs the old segment's end
@@ -163,8 +179,8 @@ func TestRollAhead(t *testing.T) {
 			if err := j.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := os.Stat(filepath.Join(dir, nextSegmentName)); !errors.Is(err, os.ErrNotExist) {
-				t.Fatalf("after Close: %v, want the segment made ahead removed", err)
+			if got := nextFiles(t, dir); len(got) != 0 {
+				t.Fatalf("after Close: %v, want the segment made ahead removed", got)
 			}
 			_, got, rec := mustOpen(t, dir, opts)
 			checkRecords(t, got, want)
@@ -257,4 +273,42 @@ func TestRollAheadFailuresHeal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRollAheadNamesEachSegmentApart: the background may make the next
+// segment while a roll still holds the one it took, not yet renamed: the
+// new one has a name of its own and leaves the taken one whole (once, both
+// had one name, and the new one's creation truncated the taken one under
+// the roll, which then died of SIGBUS writing to it).
+func TestRollAheadNamesEachSegmentApart(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(SyncNone)
+	opts.RollAhead = true
+	j, _, _ := mustOpen(t, t.TempDir(), opts)
+	if err := j.Append([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	j.syncPassForTest()
+	j.syncMu.Lock()
+	taken := j.next
+	j.next = nil // as a roll takes it
+	j.syncMu.Unlock()
+	if taken == nil {
+		t.Fatal("no segment made ahead")
+	}
+	j.syncPassForTest() // the background makes the next one meanwhile
+	j.syncMu.Lock()
+	next := j.next
+	j.syncMu.Unlock()
+	if next == nil || next.path == taken.path {
+		t.Fatalf("the next segment made ahead is missing or shares the taken one's path, %s", taken.path)
+	}
+	if got := string(taken.m[:8]); got != segmentMagic {
+		t.Fatalf("the taken segment's magic reads %q, want %q: its file was overwritten", got, segmentMagic)
+	}
+	if st, err := os.Stat(taken.path); err != nil || st.Size() != MinSegmentSize {
+		t.Fatalf("the taken segment's file: %v, %v; want %d bytes", st, err, MinSegmentSize)
+	}
+	_ = taken.close()
+	_ = os.Remove(taken.path)
 }
