@@ -157,11 +157,13 @@ func writeMeta(dir string, m meta) error {
 func (sh *shard) recover(cfg *Config, now time.Time) (*table.Table, journal.Recovery, error) {
 	t := table.New(cfg.tableConfig(true))
 	j, rec, err := journal.Open(shardDir(cfg.DataDir, sh.index), journal.Options{
-		Sync:         cfg.JournalSync,
-		SyncInterval: cfg.JournalSyncInterval,
-		SegmentSize:  cfg.SegmentSize,
-		Repair:       cfg.JournalRepair,
-		Logger:       cfg.Logger.With("shard", sh.index),
+		Sync:          cfg.JournalSync,
+		SyncInterval:  cfg.JournalSyncInterval,
+		SegmentSize:   cfg.SegmentSize,
+		Repair:        cfg.JournalRepair,
+		RollAhead:     true, // no segment creation or msync under the shard lock at a roll
+		SegmentFormat: 2,    // 7 bytes of frame per record, not 16 and an alignment to 8
+		Logger:        cfg.Logger.With("shard", sh.index),
 	}, func(p []byte) error { return t.Restore(p, now) })
 	if err != nil {
 		return nil, rec, fmt.Errorf("actors: shard %d: recover: %w", sh.index, err)

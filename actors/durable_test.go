@@ -258,3 +258,34 @@ func TestFailedStartReleasesTheDataDir(t *testing.T) {
 		}
 	}
 }
+
+// journalSize returns the record bytes of shard i's journal.
+func journalSize(s *System, i int) int64 {
+	sh := s.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.j.Size()
+}
+
+// TestRepeatHitJournalBytes: each check of a live bucket after its first is
+// its own batch and record (a count under a reference), and takes at most
+// 16 bytes of journal: 12 here (5 of payload, 7 of frame), 1,200 for 100
+// checks, and the count survives a restart.
+func TestRepeatHitJournalBytes(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	cfg := Config{Shards: 1, DataDir: t.TempDir(), Clock: clk, SweepInterval: -1, JournalSync: SyncNone}
+	s := startSystem(t, cfg)
+	mustCheck(t, s, hit("alice", 1000))
+	before := journalSize(s, 0)
+	for range 100 {
+		mustCheck(t, s, hit("alice", 1000))
+	}
+	if got := journalSize(s, 0) - before; got != 1200 {
+		t.Fatalf("100 repeat hits took %d journal bytes, want 1200 (12 each)", got)
+	}
+	s = restart(t, s, cfg)
+	if d := mustCheck(t, s, hit("alice", 1000)); d.Count != 102 {
+		t.Fatalf("after a restart: count %d, want 102", d.Count)
+	}
+}

@@ -203,10 +203,10 @@ func (t *Table) Pending() int { return len(t.changed) + len(t.deleted) }
 // changes nothing. The references records bind (see Changes) hold from
 // record to record, until RestoreDone.
 func (t *Table) Restore(rec []byte, now time.Time) error {
-	if err := decodeRecord(rec, func(*decoded) error { return nil }); err != nil {
+	if err := decodeRecordInto(rec, &t.dec, func(*decoded) error { return nil }); err != nil {
 		return err
 	}
-	return decodeRecord(rec, func(d *decoded) error {
+	return decodeRecordInto(rec, &t.dec, func(d *decoded) error {
 		t.restore(d, now)
 		return nil
 	})
@@ -237,7 +237,9 @@ func (t *Table) restore(d *decoded, now time.Time) {
 	if d.kind == recordPut && !d.key.expired(d.window, ms, t.ttlMs) {
 		if !found {
 			if g == nil {
-				g = t.newGroup(d.key)
+				k := d.key
+				k.ns = strings.Clone(k.ns) // d's shares the record's memory
+				g = t.newGroup(k)
 			}
 			it = t.insertState(g, d.window, h, d.slot)
 		} else {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // ErrBadRecord is matched (errors.Is) by every error Restore returns for a
@@ -297,7 +298,10 @@ func (r *recordReader) varint(field string, lo, hi int64) int64 {
 	return v
 }
 
-// bytes reads n bytes.
+// bytes reads n bytes, as a string that shares the record's memory: it is
+// valid only as long as the record is, and whatever keeps it (a new
+// group's namespace) copies it. Ids go from it straight into the table's
+// arena, so that a replay allocates nothing per bucket.
 func (r *recordReader) bytes(field string, n int64) string {
 	if r.err != nil {
 		return ""
@@ -306,7 +310,10 @@ func (r *recordReader) bytes(field string, n int64) string {
 		r.fail(field, fmt.Sprintf("has %d bytes, want %d", len(r.b), n))
 		return ""
 	}
-	v := string(r.b[:n])
+	if n == 0 {
+		return ""
+	}
+	v := unsafe.String(&r.b[0], n)
 	r.b = r.b[n:]
 	return v
 }
@@ -368,13 +375,20 @@ const maxTATAux = 2 * int64(MaxScale)
 // field's range, and calls fn with each entry (d is reused between calls).
 // It stops at the first error, from the record or from fn.
 func decodeRecord(b []byte, fn func(d *decoded) error) error {
+	var d decoded
+	return decodeRecordInto(b, &d, fn)
+}
+
+// decodeRecordInto is decodeRecord with d, the caller's, as the entry
+// passed to fn (a local would escape: one allocation per record).
+func decodeRecordInto(b []byte, d *decoded, fn func(d *decoded) error) error {
 	r := recordReader{b: b}
 	format := r.byte("kind")
 	if r.err == nil && format != recordBatch && format != recordBatch2 {
 		r.fail("kind", fmt.Sprintf("is %#x, not a record (0x10 or 0x20)", format))
 	}
 	v2 := format == recordBatch2
-	var d decoded
+	*d = decoded{}
 	hasGroup, entries := false, 0
 	for r.err == nil && len(r.b) > 0 {
 		kind := r.byte("entry")
@@ -394,7 +408,7 @@ func decodeRecord(b []byte, fn func(d *decoded) error) error {
 				kind = recordPut
 			}
 			d.kind = kind
-			r.entry(&d)
+			r.entry(d)
 		case v2 && (kind == entryDrop || kind == entryCount || kind == entryTAT):
 			d.kind, d.slot = kind, slot{}
 			d.ref = uint64(r.uvarint("ref", maxRef))
@@ -416,7 +430,7 @@ func decodeRecord(b []byte, fn func(d *decoded) error) error {
 		}
 		if r.err == nil {
 			entries++
-			if err := fn(&d); err != nil {
+			if err := fn(d); err != nil {
 				return err
 			}
 		}

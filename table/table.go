@@ -91,7 +91,8 @@ type Table struct {
 
 	counted int64 // Unix ms: the Reservation.Window of the last Apply that counted hits
 
-	refs refMap // while records are restored: what their references name
+	refs refMap  // while records are restored: what their references name
+	dec  decoded // Restore's entry, kept here so that a replay does not allocate per record
 
 	// An all-or-nothing unit in progress (see Begin).
 	inTx        bool

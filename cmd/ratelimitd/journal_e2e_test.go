@@ -3,6 +3,7 @@ package main
 // End-to-end tests of durability: the built daemon, real files, SIGKILL.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -335,14 +336,32 @@ func lastRecordEnd(t *testing.T, path string) int64 {
 	}
 	off := int64(segmentHeaderSize)
 	for off+4 <= int64(len(b)) {
-		n := int64(b[off]) | int64(b[off+1])<<8 | int64(b[off+2])<<16 | int64(b[off+3])<<24
-		if n == 0 {
+		next := nextFrame(b, off)
+		if next == 0 {
 			return off
 		}
-		off += (n + 7) &^ 7
+		off = next
 	}
 	t.Fatalf("%s: no end of records", path)
 	return 0
+}
+
+// nextFrame returns the offset of the frame after the one at off in segment
+// b, of the format its header names (table/journal/doc.go), or 0 at the end
+// of data.
+func nextFrame(b []byte, off int64) int64 {
+	if b[8] == 2 { // a uvarint of the payload length + 1, a 2-byte tag, a 4-byte checksum
+		l, k := binary.Uvarint(b[off:])
+		if l == 0 || k <= 0 {
+			return 0
+		}
+		return off + int64(k) + 6 + int64(l) - 1
+	}
+	n := int64(b[off]) | int64(b[off+1])<<8 | int64(b[off+2])<<16 | int64(b[off+3])<<24
+	if n == 0 {
+		return 0
+	}
+	return off + (n+7)&^7
 }
 
 // TestE2EDamageInTheMiddle: a flipped byte in an earlier segment refuses the

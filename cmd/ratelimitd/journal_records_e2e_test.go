@@ -71,12 +71,12 @@ func recordOffsets(t *testing.T, path string) []int64 {
 	}
 	var offs []int64
 	for off := int64(segmentHeaderSize); off+4 <= int64(len(b)); {
-		n := int64(b[off]) | int64(b[off+1])<<8 | int64(b[off+2])<<16 | int64(b[off+3])<<24
-		if n == 0 {
+		next := nextFrame(b, off)
+		if next == 0 {
 			return offs
 		}
 		offs = append(offs, off)
-		off += (n + 7) &^ 7
+		off = next
 	}
 	t.Fatalf("%s: no end of records", path)
 	return nil

@@ -62,18 +62,24 @@
 //
 //	offset size field
 //	     0    8 magic "RLDJRNL\x00"
-//	     8    4 format version, 1
+//	     8    4 format version: 1, or 2 for a segment of compact frames
 //	    12    4 header size, 40
 //	    16    8 sequence number of the first record (equals the number in the file name; at most 2^62)
 //	    24    8 salt, random (crypto/rand) per file
 //	    32    4 flags, 0
 //	    36    4 CRC-32C of bytes 0 to 35
 //
-// Record frames follow from offset 40, back to back, each starting at a
-// multiple of 8. The bytes after the last frame are zeros up to the end of
-// the file: a zero length word is the end of data.
+// Record frames follow from offset 40, back to back: in format 1 each
+// starting at a multiple of 8, in format 2 right after the one before. The
+// bytes after the last frame are zeros up to the end of the file: a zero
+// length word (format 1) or a zero first byte (format 2) is the end of
+// data. A header whose magic, size and checksum are right but whose version
+// is neither (a later release's) fails Open with ErrFormat: such a file is
+// never read, cut or moved aside. Snapshots are of format 1 only.
+// Options.SegmentFormat says which format new segments get; every segment
+// is read, and the last one appended to, in the format its header names.
 //
-// # Record frame
+// # Record frame, format 1
 //
 //	offset size field
 //	     0    4 len: 16 + the payload length (a frame's unpadded length); 0 means end of data
@@ -92,9 +98,40 @@
 // first segment after a snapshot covering sequence number S starts at most
 // at S+1 (records up to S in it are skipped at replay).
 //
+// # Record frame, format 2
+//
+//	size field
+//	 1-5 len: the payload length + 1, as a uvarint in its shortest form
+//	   2 tag: the low 16 bits of the record's sequence number
+//	   4 crc: CRC-32C of salt (8 bytes) ‖ seq (8) ‖ len (as stored) ‖ tag ‖ payload
+//	 len-1 payload
+//
+// A frame takes 7 bytes besides its payload when that is below 127 bytes
+// (a repeat hit's count entry: 12 to 16 bytes in all), at most 11. The
+// sequence number is not stored: it is the one due at the frame's place
+// (the segment's first, plus the frames before), and the checksum covers
+// it, so a frame read at another place does not validate. The first byte
+// of len is stored last, after the rest of the frame: a process killed in
+// the middle of an Append leaves a zero there, the end of data. A frame at
+// the place due to record N is valid when len is in its shortest form,
+// the frame fits in the file, tag is N's and the checksum matches.
+//
 // A segment file holds at most SegmentSize-56 (SegmentOverhead) payload
 // bytes in one record: a larger payload is ErrTooLarge. A new segment is
 // created (a roll) when the next frame does not fit in the current one.
+//
+// With Options.RollAhead, the background goroutine makes the next segment
+// ahead, as above but under the name seg-next-<N>.log.tmp (N counting
+// the segments made ahead by this Journal, so that a roll renaming one
+// never races the making of the next) and with 0 as its
+// first sequence number, once the current segment has no full segment
+// still open beside it. The roll stamps its header (the sequence number and
+// the header checksum) in the mapping and renames it into place; the full
+// segment is msynced (SyncInterval; SyncAlways: by the next Commit) and
+// closed by the background goroutine, before the directory is fsynced and
+// anything of the new segment is msynced. A failed creation ahead is only
+// logged (debug): the roll then creates the segment itself as without
+// RollAhead, and fails as that does.
 //
 // # Snapshot file
 //
@@ -126,8 +163,9 @@
 //     others in sequence order, checking each header (magic, version,
 //     size, flags, checksum, first sequence number equal to the one in the
 //     name), and each frame (length bounds, checksum, zero padding,
-//     sequence continuity), replaying the records after the snapshot. A
-//     length word that is not plausible is damage, never an allocation.
+//     sequence continuity; in format 2 the tag), replaying the records
+//     after the snapshot. A length word that is not plausible is damage,
+//     never an allocation.
 //  3. Damage in the last segment (a bad frame, or nonzero bytes after the
 //     last valid frame) with no valid frame after it is a torn tail: the
 //     bytes from the damage to the last nonzero byte of the segment are
@@ -149,8 +187,13 @@
 //     number fits its place: at least N, the number due at the damage, and
 //     at most N + d/16, where d is its distance in bytes from the damage,
 //     as every frame takes at least 16 bytes (for a bad header, N is the
-//     number in the file name and d is counted from offset 40). A damaged
-//     salt leaves no frame to check: such a segment is unusable as a whole.
+//     number in the file name and d is counted from offset 40). In format
+//     2 a frame may start at any byte at or after the damage, and is valid
+//     for a sequence number from N to N + d/7 (every frame takes at least 7
+//     bytes) whose low 16 bits are its tag; a bad header, whose version may
+//     be what is damaged, is followed by a valid frame of either format. A
+//     damaged salt leaves no frame to check: such a segment is unusable as
+//     a whole.
 //  4. Damage in any earlier segment, damage in the last one followed by a
 //     valid frame (rule 3), a header that does not continue the
 //     sequence, or missing records (a gap in sequence numbers, including
@@ -193,7 +236,10 @@
 // the last msync survives while an earlier one does not (the kernel wrote
 // the pages back out of order): Open cannot tell that from a flipped byte,
 // so it refuses rather than drop the later record; Options.Repair cuts
-// there, losing only records that were not synced.
+// there, losing only records that were not synced. With RollAhead this
+// window spans a roll (records of the new segment written back before the
+// end of the full one), and a new segment whose stamped header did not
+// reach the disk reads as a last segment with a bad header.
 //
 // An msync error is never silently dropped. In SyncAlways mode Commit
 // returns it (wrapped with the file and byte range; errors.Is matches the
@@ -218,7 +264,8 @@
 //   - Seq continues from the last record recovered: the next Append gets
 //     Seq()+1, whatever was cut.
 //   - Append does not allocate and does not take a lock, except when it
-//     rolls to a new segment.
+//     rolls to a new segment; with RollAhead and the next segment made, a
+//     roll creates, allocates and msyncs nothing (it renames one file).
 //   - A full disk gives ENOSPC from Append (at a roll) or StartSnapshot,
 //     never SIGBUS, and the journal stays usable and reopenable.
 //

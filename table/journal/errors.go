@@ -35,6 +35,11 @@ var (
 	// SnapshotWriter of an earlier call is neither committed nor aborted.
 	ErrSnapshotInProgress = errors.New("journal: snapshot in progress")
 
+	// ErrFormat is returned by Open for a segment or snapshot whose header
+	// is whole but of a format version this build does not read (written
+	// by a later release): it is neither read nor moved aside.
+	ErrFormat = errors.New("journal: unknown file format")
+
 	// ErrInvalidOptions is returned by Open and ParseSyncMode for options
 	// out of their documented range.
 	ErrInvalidOptions = errors.New("journal: invalid options")

@@ -13,12 +13,17 @@ import (
 const (
 	segmentMagic  = "RLDJRNL\x00"
 	snapshotMagic = "RLDSNAP\x00"
-	formatVersion = 1
+	formatVersion = 1 // snapshots, and segments of format 1
+	segmentV2     = 2 // segments of format 2: compact frames
 
 	headerSize      = 40 // segment and snapshot header
 	headerCRCOffset = 36
 	frameHeaderSize = 16 // len, crc, seq
 	frameAlign      = 8
+
+	// Format 2 frames: len (uvarint, 1 to 5 bytes), tag (2), crc (4), payload.
+	frame2Fixed = 6 // tag and crc
+	minFrame2   = 1 + frame2Fixed
 
 	// maxSeq bounds the sequence numbers in headers, far beyond any
 	// journal's reach, so that seq+1 never overflows.
@@ -80,10 +85,16 @@ func isBroken(name string) bool {
 	return err == nil
 }
 
-// putHeader writes a segment or snapshot header into b[:headerSize].
+// putHeader writes a segment or snapshot header of format 1 into
+// b[:headerSize].
 func putHeader(b []byte, magic string, seq, salt uint64) {
+	putHeaderVersion(b, magic, formatVersion, seq, salt)
+}
+
+// putHeaderVersion writes a header of the given format version.
+func putHeaderVersion(b []byte, magic string, version uint32, seq, salt uint64) {
 	copy(b[0:8], magic)
-	le.PutUint32(b[8:], formatVersion)
+	le.PutUint32(b[8:], version)
 	le.PutUint32(b[12:], headerSize)
 	le.PutUint64(b[16:], seq)
 	le.PutUint64(b[24:], salt)
@@ -91,10 +102,16 @@ func putHeader(b []byte, magic string, seq, salt uint64) {
 	le.PutUint32(b[headerCRCOffset:], crc32.Checksum(b[:headerCRCOffset], castagnoli))
 }
 
-// parseHeader checks the header at the start of b. It returns the sequence
-// number and salt, or a non-empty reason why b does not start with a valid
-// header of the given magic.
+// parseHeader checks the header at the start of b, of format 1. It returns
+// the sequence number and salt, or a non-empty reason why b does not start
+// with a valid header of the given magic.
 func parseHeader(b []byte, magic string) (seq, salt uint64, reason string) {
+	return parseHeaderVersion(b, magic, formatVersion)
+}
+
+// parseHeaderVersion is parseHeader for a header of format 1 or, if
+// latest is 2, of format 1 or 2 (see version).
+func parseHeaderVersion(b []byte, magic string, latest uint32) (seq, salt uint64, reason string) {
 	if len(b) < headerSize {
 		return 0, 0, fmt.Sprintf("file is %d bytes, shorter than a header (%d)", len(b), headerSize)
 	}
@@ -104,8 +121,8 @@ func parseHeader(b []byte, magic string) (seq, salt uint64, reason string) {
 		}
 		return 0, 0, fmt.Sprintf("bad magic %q, want %q", got, magic)
 	}
-	if v := le.Uint32(b[8:]); v != formatVersion {
-		return 0, 0, fmt.Sprintf("unsupported format version %d (this build reads %d)", v, formatVersion)
+	if v := le.Uint32(b[8:]); v < formatVersion || v > latest {
+		return 0, 0, fmt.Sprintf("unsupported format version %d (this build reads %d to %d)", v, formatVersion, latest)
 	}
 	if n := le.Uint32(b[12:]); n != headerSize {
 		return 0, 0, fmt.Sprintf("header size %d, want %d", n, headerSize)
@@ -121,6 +138,21 @@ func parseHeader(b []byte, magic string) (seq, salt uint64, reason string) {
 	}
 	return seq, le.Uint64(b[24:]), ""
 }
+
+// unknownVersion reports the format version of a header that is whole (its
+// magic, size and checksum right) but of a version above latest, which this
+// build cannot read: written by a later release, not damaged.
+func unknownVersion(b []byte, magic string, latest uint32) (uint32, bool) {
+	if len(b) < headerSize || string(b[:8]) != magic || le.Uint32(b[12:]) != headerSize ||
+		le.Uint32(b[headerCRCOffset:]) != crc32.Checksum(b[:headerCRCOffset], castagnoli) {
+		return 0, false
+	}
+	v := le.Uint32(b[8:])
+	return v, v > latest
+}
+
+// version returns the format version of a valid header.
+func version(b []byte) uint32 { return le.Uint32(b[8:]) }
 
 // saltCRC is the CRC-32C state after the 8 salt bytes: every frame checksum
 // of a file starts from it.
@@ -191,6 +223,67 @@ func decodeFrame(b []byte, off int64, salt uint32) (frame, frameStatus, string) 
 		return frame{}, frameBad, "nonzero frame padding"
 	}
 	return frame{seq: le.Uint64(b[off+8:]), payload: b[off+frameHeaderSize : end], next: next}, frameOK, ""
+}
+
+// frame2Size is the size of the format-2 frame of a payload of n bytes.
+func frame2Size(n int) int64 { return int64(uvarintLen(uint64(n)+1) + frame2Fixed + n) }
+
+// uvarintLen is the length of the shortest uvarint encoding of v.
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
+// putFrame2 writes the format-2 frame of record seq into b, which is zero
+// beyond it. The first byte (of the length) goes last: until it is stored
+// the frame reads as the end of data. scratch is the caller's, not a local
+// (it would escape).
+func putFrame2(b []byte, salt uint32, scratch *[16]byte, seq uint64, payload []byte) {
+	le.PutUint64(scratch[0:], seq)
+	k := binary.PutUvarint(scratch[8:], uint64(len(payload))+1)
+	le.PutUint16(scratch[8+k:], uint16(seq))
+	copy(b[1:], scratch[9:10+k]) // the rest of the length, and the tag
+	copy(b[k+frame2Fixed:], payload)
+	crc := crc32.Update(crc32.Update(salt, castagnoli, scratch[:10+k]), castagnoli, payload)
+	le.PutUint32(b[k+2:], crc)
+	b[0] = scratch[8]
+}
+
+// decodeFrame2 decodes the format-2 frame at b[off:], which must be record
+// seq (its number is not stored: its low 16 bits, the tag, are, and the
+// checksum covers all of it). Like decodeFrame it never reads outside b and
+// never allocates from the length.
+func decodeFrame2(b []byte, off int64, salt uint32, seq uint64, scratch *[8]byte) (frame, frameStatus, string) {
+	size := int64(len(b))
+	if off < headerSize || off > size {
+		return frame{}, frameBad, fmt.Sprintf("frame offset %d is out of bounds", off)
+	}
+	if off == size || b[off] == 0 {
+		return frame{}, frameEnd, ""
+	}
+	l, k := binary.Uvarint(b[off:min(off+binary.MaxVarintLen32, size)])
+	switch {
+	case k <= 0:
+		return frame{}, frameBad, "record length is not a varint of at most 5 bytes within the file"
+	case k != uvarintLen(l):
+		return frame{}, frameBad, fmt.Sprintf("record length %d is not in its shortest form", l-1)
+	case size-off-int64(k)-frame2Fixed < 0 || l-1 > uint64(size-off-int64(k)-frame2Fixed):
+		return frame{}, frameBad, fmt.Sprintf("record length %d runs past the end of the file (%d bytes left)", l-1, size-off)
+	}
+	p := off + int64(k) + frame2Fixed
+	end := p + int64(l-1)
+	if tag := le.Uint16(b[off+int64(k):]); tag != uint16(seq) {
+		return frame{}, frameBad, fmt.Sprintf("record tag %#04x, want %#04x (sequence number %d)", tag, uint16(seq), seq)
+	}
+	le.PutUint64(scratch[:], seq)
+	want := crc32.Update(crc32.Update(crc32.Update(salt, castagnoli, scratch[:]), castagnoli, b[off:off+int64(k)+2]), castagnoli, b[p:end])
+	if got := le.Uint32(b[off+int64(k)+2:]); got != want {
+		return frame{}, frameBad, fmt.Sprintf("record checksum %#08x, want %#08x", got, want)
+	}
+	return frame{seq: seq, payload: b[p:end], next: end}, frameOK, ""
 }
 
 // allZero reports whether every byte of b is zero.

@@ -27,11 +27,12 @@ type Journal struct {
 	// Owner state: read and written by the owner goroutine only, except
 	// cur, which the syncer reads under syncMu (the owner writes it only
 	// under syncMu).
-	cur     *segment // where Append writes; nil: the next Append creates one
-	off     int64    // write offset in cur
-	seq     uint64   // last record appended or recovered
-	closed  bool     // written under mu, so SnapshotWriter.Commit can read it
-	scratch [12]byte // frameCRC input, kept here so Append does not allocate
+	cur      *segment // where Append writes; nil: the next Append creates one
+	off      int64    // write offset in cur
+	seq      uint64   // last record appended or recovered
+	closed   bool     // written under mu, so SnapshotWriter.Commit can read it
+	scratch  [12]byte // frameCRC input, kept here so Append does not allocate
+	scratch2 [16]byte // putFrame2's
 
 	// closedBytes is the Size share of the segments before cur.
 	closedBytes atomic.Int64
@@ -55,9 +56,32 @@ type Journal struct {
 	syncErrReported bool  // a Commit has returned syncErr
 	syncErrHealed   bool  // an msync succeeded after syncErr
 
-	stop    chan struct{}      // closed by Close; nil without a syncer
-	done    chan struct{}      // closed by the syncer when it exits
-	syncReq chan chan struct{} // tests: run a sync pass now
+	// RollAhead state, under syncMu.
+	next     *segment  // made ahead under nextSegmentName with first 0; nil if none
+	retiring []retired // full segments the background has yet to close
+	dirDirty bool      // a segment was renamed into place since the last fsync of dir
+
+	stop       chan struct{}      // closed by Close; nil without a background goroutine
+	done       chan struct{}      // closed by the background goroutine when it exits
+	syncReq    chan chan struct{} // tests: run a background pass now
+	wake       chan struct{}      // RollAhead: a roll asks for a pass (capacity 1)
+	prepFailed bool               // background only: the last creation ahead failed
+	prepared   uint64             // background only: segments made ahead so far
+}
+
+// retired is a full segment after a roll: written up to end, msynced up to
+// synced.
+type retired struct {
+	seg    *segment
+	end    int64
+	synced int64
+}
+
+// nextSegmentName is the temporary name of the n-th segment made ahead
+// (Open removes it with every *.tmp file). Each has its own: the roll that
+// takes one renames it after the background may have started the next.
+func nextSegmentName(n uint64) string {
+	return fmt.Sprintf("%snext-%d%s%s", segmentPrefix, n, segmentSuffix, tmpSuffix)
 }
 
 // segment is one mapped segment file.
@@ -68,6 +92,17 @@ type segment struct {
 	m     mmap.MMap // nil if the file could not be mapped
 	first uint64    // sequence number of its first record
 	salt  uint32    // saltCRC of its header salt
+	raw   uint64    // its header salt as stored
+	v2    bool      // of format 2
+}
+
+// frameSize is the size of the frame of a payload of n bytes in s (format 1
+// if s is nil).
+func (s *segment) frameSize(n int) int64 {
+	if s != nil && s.v2 {
+		return frame2Size(n)
+	}
+	return frameSize(n)
 }
 
 // segmentInfo describes a closed segment.
@@ -99,16 +134,40 @@ func (s *segment) close() error {
 func createSegment(c *config, dir string, first uint64) (*segment, error) {
 	name := segmentName(first)
 	path := filepath.Join(dir, name)
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
+	s, err := makeSegment(c, path+tmpSuffix, first)
 	if err != nil {
 		return nil, fmt.Errorf("journal: create segment %s: %w", path, err)
 	}
-	s := &segment{name: name, path: path, f: f, first: first}
+	s.name, s.path = name, path
+	if err := os.Rename(path+tmpSuffix, path); err != nil {
+		_ = s.close()
+		_ = os.Remove(path + tmpSuffix)
+		return nil, fmt.Errorf("journal: create segment %s: rename: %w", path, err)
+	}
+	if c.sync != SyncNone {
+		if err := syncDir(dir); err != nil {
+			// The file is a valid empty segment; without a durable
+			// directory entry it is not worth keeping.
+			_ = s.close()
+			_ = os.Remove(path)
+			return nil, fmt.Errorf("journal: create segment %s: fsync directory: %w", path, err)
+		}
+	}
+	return s, nil
+}
+
+// makeSegment creates, allocates, maps and stamps (with first) a segment
+// file at tmp, fsynced unless SyncNone; on an error it leaves no file.
+func makeSegment(c *config, tmp string, first uint64) (*segment, error) {
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
+	if err != nil {
+		return nil, err
+	}
+	s := &segment{name: filepath.Base(tmp), path: tmp, f: f, first: first, v2: c.format == segmentV2}
 	fail := func(what string, err error) (*segment, error) {
 		_ = s.close()
 		_ = os.Remove(tmp)
-		return nil, fmt.Errorf("journal: create segment %s: %s: %w", path, what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := c.fallocate(f, c.segmentSize); err != nil {
 		return fail(fmt.Sprintf("allocate %d bytes", c.segmentSize), err)
@@ -118,24 +177,12 @@ func createSegment(c *config, dir string, first uint64) (*segment, error) {
 		return fail("mmap", err)
 	}
 	s.m = m
-	salt := c.salt()
-	putHeader(m[:headerSize], segmentMagic, first, salt)
-	s.salt = saltCRC(salt)
+	s.raw = c.salt()
+	putHeaderVersion(m[:headerSize], segmentMagic, c.format, first, s.raw)
+	s.salt = saltCRC(s.raw)
 	if c.sync != SyncNone {
 		if err := f.Sync(); err != nil {
 			return fail("fsync", err)
-		}
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fail("rename", err)
-	}
-	if c.sync != SyncNone {
-		if err := syncDir(dir); err != nil {
-			// The file is a valid empty segment; without a durable
-			// directory entry it is not worth keeping.
-			_ = s.close()
-			_ = os.Remove(path)
-			return nil, fmt.Errorf("journal: create segment %s: fsync directory: %w", path, err)
 		}
 	}
 	return s, nil
@@ -158,14 +205,19 @@ func (j *Journal) Append(payload []byte) error {
 		return fmt.Errorf("%w: a %d-byte payload (at most %d fit in a %d-byte segment)",
 			ErrTooLarge, len(payload), j.maxPayload, j.c.segmentSize)
 	}
-	size := frameSize(len(payload))
+	size := j.cur.frameSize(len(payload))
 	if j.cur == nil || j.off+size > int64(len(j.cur.m)) {
 		if err := j.roll(); err != nil {
 			return err
 		}
+		size = j.cur.frameSize(len(payload))
 	}
 	// Beyond j.off a segment is all zeros: the padding is in place.
-	putFrame(j.cur.m[j.off:j.off+size], j.cur.salt, &j.scratch, j.seq+1, payload)
+	if j.cur.v2 {
+		putFrame2(j.cur.m[j.off:j.off+size], j.cur.salt, &j.scratch2, j.seq+1, payload)
+	} else {
+		putFrame(j.cur.m[j.off:j.off+size], j.cur.salt, &j.scratch, j.seq+1, payload)
+	}
 	j.off += size
 	j.seq++
 	return nil
@@ -185,6 +237,9 @@ func putFrame(b []byte, salt uint32, scratch *[12]byte, seq uint64, payload []by
 
 // roll makes a new, empty segment current, for records from j.seq+1 on.
 func (j *Journal) roll() error {
+	if j.c.rollAhead && j.cur != nil {
+		return j.rollAhead()
+	}
 	old, oldOff := j.cur, j.off
 	if old != nil && j.c.sync != SyncNone {
 		if err := j.syncNow(); err != nil {
@@ -199,7 +254,69 @@ func (j *Journal) roll() error {
 	j.cur, j.off, j.synced = seg, headerSize, headerSize
 	j.pub.Store(headerSize)
 	j.syncMu.Unlock()
+	j.closeOut(old, oldOff, seg)
+	if old == nil {
+		j.poke() // RollAhead: make the next one ahead
+		return nil
+	}
+	if err := old.close(); err != nil {
+		j.c.log.Warn("journal: closing a full segment failed", "file", old.path, "err", err)
+	}
+	return nil
+}
+
+// rollAhead is roll with Options.RollAhead, from a current segment: it
+// takes the segment made ahead (creating one if there is none), stamps it
+// and renames it into place, and leaves the old segment's msync and close
+// to the background goroutine (or to the next Commit, with SyncAlways).
+func (j *Journal) rollAhead() error {
+	first := j.seq + 1
+	j.syncMu.Lock()
+	seg := j.next
+	j.next = nil
+	j.syncMu.Unlock()
+	synced := int64(0) // a stamp made now is msynced with the first records
+	if seg == nil {
+		var err error
+		if seg, err = createSegment(&j.c, j.dir, first); err != nil {
+			return err
+		}
+		synced = headerSize
+	} else {
+		tmp := seg.path
+		seg.name, seg.path, seg.first = segmentName(first), filepath.Join(j.dir, segmentName(first)), first
+		putHeaderVersion(seg.m[:headerSize], segmentMagic, version(seg.m), first, seg.raw)
+		if err := os.Rename(tmp, seg.path); err != nil {
+			_ = seg.close()
+			_ = os.Remove(tmp)
+			return fmt.Errorf("journal: create segment %s: rename: %w", seg.path, err)
+		}
+	}
+	old, oldOff := j.cur, j.off
+	j.syncMu.Lock()
+	j.retiring = append(j.retiring, retired{seg: old, end: oldOff, synced: j.synced})
+	j.cur, j.off, j.synced = seg, headerSize, synced
+	j.dirDirty = j.dirDirty || synced == 0 && j.c.sync != SyncNone
+	j.pub.Store(headerSize)
+	j.syncMu.Unlock()
+	j.closeOut(old, oldOff, seg)
+	j.poke()
+	return nil
+}
+
+// poke asks the background goroutine of a RollAhead journal for a pass.
+func (j *Journal) poke() {
+	select {
+	case j.wake <- struct{}{}:
+	default: // none, or a pass is due already
+	}
+}
+
+// closeOut moves old, written up to oldOff and replaced by seg, to the
+// closed segments.
+func (j *Journal) closeOut(old *segment, oldOff int64, seg *segment) {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	if n := len(j.segs); n > 0 && j.segs[n-1].first == seg.first {
 		// seg replaced an empty closed segment of the same name (one
 		// recovered without the disk space to append to it).
@@ -209,14 +326,6 @@ func (j *Journal) roll() error {
 		j.segs = append(j.segs, segmentInfo{name: old.name, first: old.first, bytes: oldOff - headerSize})
 		j.closedBytes.Add(oldOff - headerSize)
 	}
-	j.mu.Unlock()
-	if old == nil {
-		return nil
-	}
-	if err := old.close(); err != nil {
-		j.c.log.Warn("journal: closing a full segment failed", "file", old.path, "err", err)
-	}
-	return nil
 }
 
 // Commit ends a batch of Appends. With SyncAlways it msyncs every byte
@@ -248,13 +357,43 @@ func (j *Journal) Sync() error {
 	return j.syncNow()
 }
 
-// syncNow msyncs cur up to j.off, on the owner goroutine.
+// syncNow msyncs the full segments not synced yet and cur up to j.off, on
+// the owner goroutine.
 func (j *Journal) syncNow() error {
 	j.syncMu.Lock()
-	err := j.syncToLocked(j.cur, j.off)
+	err := j.syncAllLocked(j.off)
+	retiring := len(j.retiring) > 0
 	j.syncMu.Unlock()
 	j.noteSync(err, false)
+	if retiring && err == nil {
+		j.poke() // the full segments synced can be closed
+	}
 	return err
+}
+
+// syncAllLocked msyncs, in this order, the full segments up to their end,
+// the directory (for a segment renamed into place) and cur up to end, so
+// that a later segment never holds synced records before an earlier one is
+// whole; syncMu is held.
+func (j *Journal) syncAllLocked(end int64) error {
+	for i := range j.retiring {
+		r := &j.retiring[i]
+		if r.synced >= r.end {
+			continue
+		}
+		from := r.synced &^ (j.pageSize - 1)
+		if err := j.c.msync(r.seg.m[from:r.end]); err != nil {
+			return fmt.Errorf("journal: msync %s bytes [%d, %d): %w", r.seg.path, from, r.end, err)
+		}
+		r.synced = r.end
+	}
+	if j.dirDirty {
+		if err := syncDir(j.dir); err != nil {
+			return fmt.Errorf("journal: fsync %s: %w", j.dir, err)
+		}
+		j.dirDirty = false
+	}
+	return j.syncToLocked(j.cur, end)
 }
 
 // syncToLocked msyncs seg from j.synced up to end; syncMu is held.
@@ -270,38 +409,116 @@ func (j *Journal) syncToLocked(seg *segment, end int64) error {
 	return nil
 }
 
-// runSyncer is the SyncInterval background goroutine.
+// runSyncer is the background goroutine: the msyncs of SyncInterval mode
+// every interval, and with RollAhead the segments made ahead and retired.
 func (j *Journal) runSyncer() {
 	defer close(j.done)
-	t := time.NewTicker(j.c.interval)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if j.c.sync == SyncInterval {
+		t := time.NewTicker(j.c.interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-j.stop:
 			return
-		case <-t.C:
-			j.backgroundSync()
+		case <-tick:
+			j.backgroundPass(!j.prepFailed)
+		case <-j.wake:
+			j.backgroundPass(true)
 		case ack := <-j.syncReq:
-			j.backgroundSync()
+			j.backgroundPass(true)
 			close(ack)
 		}
 	}
 }
 
-// backgroundSync msyncs cur up to the position published by Commit.
+// backgroundPass is one pass of the background goroutine; prepare says
+// whether to try making the next segment ahead if there is none.
+func (j *Journal) backgroundPass(prepare bool) {
+	if j.c.sync == SyncInterval {
+		j.backgroundSync()
+	}
+	if j.c.rollAhead {
+		j.retire()
+		if prepare {
+			j.prepare()
+		}
+	}
+}
+
+// backgroundSync msyncs the full segments, then cur up to the position
+// published by Commit.
 func (j *Journal) backgroundSync() {
 	j.syncMu.Lock()
 	end := j.pub.Load()
-	if j.cur == nil || end <= j.synced {
+	if j.cur == nil || end <= j.synced && !j.dirDirty && !j.unsyncedRetiredLocked() {
 		j.syncMu.Unlock()
 		return
 	}
-	err := j.syncToLocked(j.cur, end)
+	err := j.syncAllLocked(end)
 	j.syncMu.Unlock()
 	j.noteSync(err, true)
 	if j.c.syncPass != nil {
 		j.c.syncPass(err)
 	}
+}
+
+// unsyncedRetiredLocked reports whether a full segment is not msynced up to
+// its end; syncMu is held.
+func (j *Journal) unsyncedRetiredLocked() bool {
+	for _, r := range j.retiring {
+		if r.synced < r.end {
+			return true
+		}
+	}
+	return false
+}
+
+// retire closes the full segments that need no more msync (all of them
+// with SyncNone).
+func (j *Journal) retire() {
+	var done []*segment
+	j.syncMu.Lock()
+	keep := j.retiring[:0]
+	for _, r := range j.retiring {
+		if j.c.sync == SyncNone || r.synced >= r.end {
+			done = append(done, r.seg)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	clear(j.retiring[len(keep):])
+	j.retiring = keep
+	j.syncMu.Unlock()
+	for _, s := range done {
+		if err := s.close(); err != nil {
+			j.c.log.Warn("journal: closing a full segment failed", "file", s.path, "err", err)
+		}
+	}
+}
+
+// prepare makes the next segment ahead, if there is a current one and no
+// next one. A failure is left for the roll to meet (and report) itself.
+func (j *Journal) prepare() {
+	j.syncMu.Lock()
+	// Not beside a full segment still open: a roll holds one file more at most.
+	need := j.next == nil && j.cur != nil && len(j.retiring) == 0
+	j.syncMu.Unlock()
+	if !need {
+		return
+	}
+	j.prepared++
+	seg, err := makeSegment(&j.c, filepath.Join(j.dir, nextSegmentName(j.prepared)), 0)
+	j.prepFailed = err != nil
+	if err != nil {
+		j.c.log.Debug("journal: making the next segment ahead failed; the roll will try", "dir", j.dir, "err", err)
+		return
+	}
+	j.syncMu.Lock()
+	j.next = seg
+	j.syncMu.Unlock()
 }
 
 // syncPassForTest runs one background sync pass on the syncer goroutine
@@ -371,8 +588,9 @@ func (j *Journal) Size() int64 {
 // recovered (or covered by the snapshot recovered); 0 for a new journal.
 func (j *Journal) Seq() uint64 { return j.seq }
 
-// Close stops the background syncer, msyncs what is not synced yet (unless
-// SyncNone), unmaps and closes the current segment. It returns the msync
+// Close stops the background goroutine, msyncs what is not synced yet
+// (unless SyncNone), unmaps and closes the segments and removes the one made
+// ahead. It returns the msync
 // error and any background sync error that no Commit reported. Close is
 // idempotent; other methods return ErrClosed after it.
 func (j *Journal) Close() error {
@@ -395,6 +613,21 @@ func (j *Journal) Close() error {
 		errs = append(errs, j.syncErr)
 	}
 	j.errMu.Unlock()
+	j.syncMu.Lock()
+	retiring, next := j.retiring, j.next
+	j.retiring, j.next = nil, nil
+	j.syncMu.Unlock()
+	for _, r := range retiring {
+		if err := r.seg.close(); err != nil {
+			errs = append(errs, fmt.Errorf("journal: close %s: %w", r.seg.path, err))
+		}
+	}
+	if next != nil {
+		_ = next.close()
+		if err := os.Remove(next.path); err != nil {
+			errs = append(errs, fmt.Errorf("journal: remove the segment made ahead: %w", err))
+		}
+	}
 	if j.cur != nil {
 		j.closedBytes.Add(j.off - headerSize)
 		if err := j.cur.close(); err != nil {

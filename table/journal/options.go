@@ -96,6 +96,20 @@ type Options struct {
 	// of the segment is copied aside to a *.broken file and every later
 	// segment is renamed to *.broken.
 	Repair bool
+	// RollAhead has a background goroutine (then started in every sync
+	// mode) create and allocate the next segment while the current one
+	// fills, and msync and close a full segment after the roll, so that an
+	// Append that rolls to a segment made ahead only stamps its header and
+	// renames it into place. A failed creation ahead is not reported: the
+	// roll then creates the segment itself, and fails as it would without
+	// RollAhead.
+	RollAhead bool
+	// SegmentFormat is the format of the segments this journal creates: 1
+	// (zero means 1), whose frames take 16 bytes and an alignment to 8 besides
+	// their payload, or 2, whose frames take 7 to 11 (doc.go specifies
+	// both). Open reads segments of either format, whatever this says, and
+	// appends to the last one in its own format.
+	SegmentFormat int
 	// Logger receives what Open finds and does (progress every second of a
 	// long recovery, torn tails with file, offset and bytes dropped,
 	// repairs, invalid snapshots, foreign files) and the journal's rare
@@ -125,6 +139,8 @@ type config struct {
 	interval    time.Duration
 	segmentSize int64
 	repair      bool
+	rollAhead   bool
+	format      uint32 // of the segments created
 	log         *slog.Logger
 	salt        func() uint64
 	msync       func(b []byte) error
@@ -139,6 +155,7 @@ func (o Options) config() (config, error) {
 		interval:    o.SyncInterval,
 		segmentSize: o.SegmentSize,
 		repair:      o.Repair,
+		rollAhead:   o.RollAhead,
 		log:         o.Logger,
 		salt:        randomSalt,
 		msync:       func(b []byte) error { return mmap.MMap(b).Flush() },
@@ -150,6 +167,14 @@ func (o Options) config() (config, error) {
 	}
 	if c.sync < SyncNone || c.sync > SyncAlways {
 		return c, fmt.Errorf("%w: Sync %v (valid: SyncNone, SyncInterval, SyncAlways)", ErrInvalidOptions, c.sync)
+	}
+	switch o.SegmentFormat {
+	case 0, formatVersion:
+		c.format = formatVersion
+	case segmentV2:
+		c.format = segmentV2
+	default:
+		return c, fmt.Errorf("%w: SegmentFormat %d (valid: 1, 2)", ErrInvalidOptions, o.SegmentFormat)
 	}
 	if c.interval == 0 {
 		c.interval = DefaultSyncInterval

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -251,7 +252,14 @@ func (r *recoverer) openSegment(e dirFile) (*scanned, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("journal: open: mmap %s: %w", path, err)
 	}
-	first, salt, reason := parseHeader(s.m, segmentMagic)
+	if v, ok := unknownVersion(s.m, segmentMagic, segmentV2); ok {
+		return nil, "", fmt.Errorf("%w: %s is a segment of format version %d; this build reads versions %d and %d (a later release wrote it)",
+			ErrFormat, path, v, formatVersion, segmentV2)
+	}
+	first, salt, reason := parseHeaderVersion(s.m, segmentMagic, segmentV2)
+	if reason == "" {
+		s.v2 = version(s.m) == segmentV2
+	}
 	if reason == "" && first != e.seq {
 		reason = fmt.Sprintf("header says first sequence number %d, the file name %d", first, e.seq)
 	}
@@ -321,7 +329,7 @@ func (r *recoverer) scanSegments() error {
 // torn tail, unless a valid record follows the damage (then it is
 // mid-journal damage, and records acknowledged after it would be lost).
 func (r *recoverer) damagedTail(t *scanned) error {
-	off, seq, ok := validAfter(t.m, t.end, t.dataEnd, t.last+1, t.salt)
+	off, seq, ok := validAfterIn(t.v2, t.m, t.end, t.dataEnd, t.last+1, t.salt)
 	if !ok {
 		return nil
 	}
@@ -362,12 +370,53 @@ func validAfter(b []byte, base, to int64, next uint64, salt uint32) (int64, uint
 	return 0, 0, false
 }
 
+// validAfterIn is validAfter for a segment of format 2 (v2) or 1.
+func validAfterIn(v2 bool, b []byte, base, to int64, next uint64, salt uint32) (int64, uint64, bool) {
+	if v2 {
+		return validAfter2(b, base, to, next, salt)
+	}
+	return validAfter(b, base, to, next, salt)
+}
+
+// validAfter2 is validAfter for format-2 frames, which may start at any
+// byte and take at least minFrame2 bytes; of the sequence numbers that fit
+// a place, only those whose low 16 bits match the frame's tag are tried.
+func validAfter2(b []byte, base, to int64, next uint64, salt uint32) (int64, uint64, bool) {
+	size := int64(len(b))
+	var scratch [8]byte
+	for off := max(base, headerSize); off < to && off+minFrame2 <= size; off++ {
+		if b[off] == 0 {
+			continue
+		}
+		l, k := binary.Uvarint(b[off:min(off+binary.MaxVarintLen32, size)])
+		if k <= 0 || k != uvarintLen(l) || size-off-int64(k)-frame2Fixed < 0 || l-1 > uint64(size-off-int64(k)-frame2Fixed) {
+			continue
+		}
+		tag := le.Uint16(b[off+int64(k):])
+		hi := next + uint64(off-base)/minFrame2
+		for seq := next + uint64(tag-uint16(next)); seq <= hi; seq += 1 << 16 {
+			if _, st, _ := decodeFrame2(b, off, salt, seq, &scratch); st == frameOK {
+				return off, seq, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
 // scan replays the records of s after the snapshot and finds where its
 // valid records end.
 func (r *recoverer) scan(s *scanned) error {
 	off, next := int64(headerSize), s.first
+	var scratch [8]byte
 	for {
-		fr, st, reason := decodeFrame(s.m, off, s.salt)
+		var fr frame
+		var st frameStatus
+		var reason string
+		if s.v2 {
+			fr, st, reason = decodeFrame2(s.m, off, s.salt, next, &scratch)
+		} else {
+			fr, st, reason = decodeFrame(s.m, off, s.salt)
+		}
 		if st == frameEnd {
 			break
 		}
@@ -411,7 +460,11 @@ func (r *recoverer) damaged(i int, s, prev *scanned, bad string, gap bool, expec
 		var off int64
 		var seq uint64
 		if s.m != nil && int64(len(s.m)) >= headerSize {
-			off, seq, valid = validAfter(s.m, headerSize, dataEnd(s.m, headerSize), r.segs[i].seq, saltCRC(le.Uint64(s.m[24:])))
+			// The version may be what is damaged: frames of either format count.
+			salt, to := saltCRC(le.Uint64(s.m[24:])), dataEnd(s.m, headerSize)
+			if off, seq, valid = validAfter(s.m, headerSize, to, r.segs[i].seq, salt); !valid {
+				off, seq, valid = validAfter2(s.m, headerSize, to, r.segs[i].seq, salt)
+			}
 		}
 		if !valid {
 			r.c.log.Warn("journal: last segment unusable, moving it aside", "file", s.path, "reason", bad)
@@ -673,8 +726,14 @@ func (r *recoverer) journal() (*Journal, error) {
 		j.snaps = []string{r.rec.Snapshot}
 	}
 	// j.synced is 0: the first sync covers what was recovered, too.
-	if r.c.sync == SyncInterval {
+	if r.c.sync == SyncInterval || r.c.rollAhead {
 		j.stop, j.done, j.syncReq = make(chan struct{}), make(chan struct{}), make(chan chan struct{})
+		if r.c.rollAhead {
+			j.wake = make(chan struct{}, 1)
+			if j.cur != nil {
+				j.poke()
+			}
+		}
 		go j.runSyncer()
 	}
 	return j, nil
