@@ -42,6 +42,7 @@ type shard struct {
 	mu           sync.Mutex   // held while serving; guards the fields below
 	table        *table.Table // nil until Start gives it one
 	spare        []*call      // the inbox's next pending slice
+	self         call         // the call of a caller serving its own check (serveOwn)
 	seen         table.Stats  // of table, already added to the counters
 	failing      bool         // the journal's last batch failed
 	snapshotting bool         // a snapshot writer holds a Frozen copy of table
@@ -131,10 +132,11 @@ func (q *inbox) close() {
 // commits.
 //
 // A shard is held for a batch or a slice of a sweep, but for a journal's
-// segment roll a short while. A caller that may not wait (a ctx that can
-// end: its check must stay cancellable until taken) gives up after a short
-// spin and queues for the owner; one that may, waits for the shard, which
-// costs less than the hand-off to the owner and back.
+// segment roll a short while. A caller that may wait waits for the shard
+// (sync.Mutex spins briefly, then parks: it burns no core), which costs
+// less than the hand-off to the owner and back; one that may not (a ctx
+// that can end: its check must stay cancellable until taken) looks again
+// for a short while, about one batch, and then queues for the owner.
 func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, err error) {
 	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || !sh.acquire(wait) {
 		return false, nil
@@ -153,23 +155,26 @@ func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, er
 	return true, nil
 }
 
-// spinTries is how many times a caller looks again for its shard to come
-// free before it waits for it or queues: long enough to outlast a batch
-// (its cache misses included), far shorter than the hand-off to the owner
-// and back.
-const spinTries = 1024
+// spinTries is how many times a caller that may not wait looks again for
+// its shard to come free before it queues: about one batch, far shorter
+// than the hand-off to the owner and back.
+const spinTries = 64
 
-// acquire takes sh.mu if it is free or comes free within a short spin;
-// else, if wait is set, it waits for it, and otherwise gives up.
+// acquire takes sh.mu if it is free; else, if wait is set, it waits for
+// it, and otherwise looks again spinTries times (reads only: TryLock
+// writes nothing while the lock is held) before it gives up.
 func (sh *shard) acquire(wait bool) bool {
-	for range spinTries {
-		if sh.mu.TryLock() {
-			return true
-		}
+	if sh.mu.TryLock() {
+		return true
 	}
 	if wait {
 		sh.mu.Lock()
 		return true
+	}
+	for range spinTries {
+		if sh.mu.TryLock() {
+			return true
+		}
 	}
 	return false
 }

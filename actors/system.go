@@ -361,6 +361,25 @@ func (s *System) Reserve(ctx context.Context, req table.Request) (table.Reservat
 	if err := req.Validate(); err != nil {
 		return table.Reservation{}, err
 	}
+	if s.cl == nil {
+		if err := ctx.Err(); err != nil {
+			return table.Reservation{}, err
+		}
+		h := idHash(req.ID)
+		sh := s.shards[h%uint64(len(s.shards))] // shardOf
+		var r table.Reservation
+		if served, err := s.serveOwn(sh, ctx.Done() == nil, &req, h, &r); served {
+			return r, err
+		}
+		c := s.calls.Get().(*call)
+		c.op, c.req, c.hash = opCheck, req, h
+		if err := s.queue(ctx, sh, c); err != nil {
+			return table.Reservation{}, err
+		}
+		r = c.res
+		s.release(c)
+		return r, nil
+	}
 	c, err := s.call(ctx, opCheck, req)
 	if err != nil {
 		return table.Reservation{}, err
