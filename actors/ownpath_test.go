@@ -77,3 +77,22 @@ func TestCallerServedChecksAreJournaled(t *testing.T) {
 		t.Errorf("peek after restart: count %d remaining %d (%v), want 7 and 3", d.Count, d.Remaining, err)
 	}
 }
+
+// TestCheckAllAllocatesOnlyItsDecisions: a CheckAll of up to allStack
+// requests keeps its bookkeeping (the order by shard, the shards held,
+// the checks per shard) on the stack: its one allocation is the
+// decisions it returns. (AllocsPerRun refuses to run in parallel.)
+func TestCheckAllAllocatesOnlyItsDecisions(t *testing.T) {
+	s := startSystem(t, Config{Shards: 8, SweepInterval: -1})
+	ctx := context.Background()
+	reqs := make([]table.Request, 100)
+	for i := range reqs {
+		reqs[i] = hit(fmt.Sprint("all-", i), 1<<40)
+	}
+	if _, ok, err := s.CheckAll(ctx, reqs); err != nil || !ok {
+		t.Fatalf("CheckAll: allowed %v, %v", ok, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = s.CheckAll(ctx, reqs) }); n != 1 {
+		t.Errorf("CheckAll of %d requests over 8 shards: %v allocations, want 1", len(reqs), n)
+	}
+}

@@ -480,18 +480,28 @@ func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.De
 	return s.checkAllLocal(ctx, reqs, nil)
 }
 
+// allStack is the largest CheckAll whose bookkeeping checkAllLocal keeps
+// on the stack.
+const allStack = 128
+
 // checkAllLocal is CheckAll on this System's shards. In cluster mode a
 // (the unit, with its vshards and epochs) is fenced once its shards are
 // held, and told where each check's hits were counted.
 func (s *System) checkAllLocal(ctx context.Context, reqs []table.Request, a *allCall) ([]table.Decision, bool, error) {
 	// order holds shard<<32 | index of each request: sorted, it lists the
-	// requests shard by shard, each shard's in their order.
-	order := make([]uint64, len(reqs))
+	// requests shard by shard, each shard's in their order. Both it and
+	// held live on the stack for a batch of up to allStack requests.
+	var orderBuf [allStack]uint64
+	var heldBuf [allStack]*shard
+	order := orderBuf[:0]
+	if len(reqs) > allStack {
+		order = make([]uint64, 0, len(reqs))
+	}
 	for i, req := range reqs {
-		order[i] = uint64(shardOf(req.ID, len(s.shards)))<<32 | uint64(i)
+		order = append(order, uint64(idHash(req.ID)%uint64(len(s.shards)))<<32|uint64(i)) // shardOf
 	}
 	slices.Sort(order)
-	var held []*shard
+	held := heldBuf[:0]
 	for i, e := range order {
 		if i == 0 || e>>32 != order[i-1]>>32 {
 			held = append(held, s.shards[e>>32])
