@@ -87,7 +87,7 @@ func (s *System) call(ctx context.Context, o op, req table.Request) (*call, erro
 	}
 	c := s.calls.Get().(*call)
 	c.op, c.req, c.hash = o, req, idHash(req.ID)
-	sh := s.shards[c.hash%uint64(len(s.shards))] // shardOf
+	sh := s.shardOfHash(c.hash)
 	served, err := s.serveDirect(sh, ctx.Done() == nil, c)
 	if err != nil {
 		s.release(c)

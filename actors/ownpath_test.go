@@ -96,3 +96,22 @@ func TestCheckAllAllocatesOnlyItsDecisions(t *testing.T) {
 		t.Errorf("CheckAll of %d requests over 8 shards: %v allocations, want 1", len(reqs), n)
 	}
 }
+
+// TestShardOfHashIsShardOf: the shard a check goes to, by a mask or a
+// division, is shardOf's, the FNV-1a of its id modulo the shards, which
+// the journals' layout depends on.
+func TestShardOfHashIsShardOf(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 2, 3, 7, 8, 12, 64, 1000, MaxShards} {
+		s := &System{shards: make([]*shard, n), mask: shardMask(n)}
+		for i := range s.shards {
+			s.shards[i] = &shard{index: i}
+		}
+		for i := range 2000 {
+			id := fmt.Sprint("spread-", i*7919)
+			if got, want := s.shardOfHash(idHash(id)).index, shardOf(id, n); got != want {
+				t.Fatalf("%d shards, id %q: shard %d, want %d", n, id, got, want)
+			}
+		}
+	}
+}

@@ -136,7 +136,7 @@ func (q *inbox) close() {
 // (sync.Mutex spins briefly, then parks: it burns no core), which costs
 // less than the hand-off to the owner and back; one that may not (a ctx
 // that can end: its check must stay cancellable until taken) looks again
-// for a short while, about one batch, and then queues for the owner.
+// for a short while, longer than a batch, and then queues for the owner.
 func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, err error) {
 	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || !sh.acquire(wait) {
 		return false, nil
@@ -156,9 +156,10 @@ func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, er
 }
 
 // spinTries is how many times a caller that may not wait looks again for
-// its shard to come free before it queues: about one batch, far shorter
-// than the hand-off to the owner and back.
-const spinTries = 64
+// its shard to come free before it queues: long enough to outlast a batch
+// (its cache misses included), far shorter than the hand-off to the owner
+// and back.
+const spinTries = 1024
 
 // acquire takes sh.mu if it is free; else, if wait is set, it waits for
 // it, and otherwise looks again spinTries times (reads only: TryLock
@@ -294,6 +295,27 @@ func (sh *shard) repair(cfg *Config, r any, failed int) {
 // shardOf maps an id to its shard with FNV-1a, a hash that is the same in
 // every process, so an id keeps its shard across restarts.
 func shardOf(id string, n int) int { return int(idHash(id) % uint64(n)) }
+
+// shardIndex is shardOf(id, len(s.shards)) for h, idHash(id): by a mask
+// when the shards are a power of two (the default 4 × GOMAXPROCS on most
+// machines), as a division costs more than the rest of the choice.
+func (s *System) shardIndex(h uint64) int {
+	if m := s.mask; m != 0 {
+		return int(h & m)
+	}
+	return int(h % uint64(len(s.shards)))
+}
+
+// shardMask is System.mask for n shards.
+func shardMask(n int) uint64 {
+	if n > 1 && n&(n-1) == 0 {
+		return uint64(n - 1)
+	}
+	return 0
+}
+
+// shardOfHash returns the shard of the id of hash h (idHash).
+func (s *System) shardOfHash(h uint64) *shard { return s.shards[s.shardIndex(h)] }
 
 // idHash is the 64-bit FNV-1a hash of id that picks its shard; it is also
 // topk.Hash, so that the shard's top keys take it instead of hashing the

@@ -227,6 +227,7 @@ type System struct {
 	shards   []*shard
 	sweeping *sweeping        // nil when sweeping is disabled
 	calls    sync.Pool        // of *call
+	mask     uint64           // len(shards)-1 if it is a power of two above 1, else 0 (see shardOfHash)
 	lock     *journal.DirLock // nil without a data directory
 	cl       *cluster         // nil unless cluster mode
 
@@ -305,6 +306,7 @@ func newSystem(cfg Config, lock *journal.DirLock) *System {
 		lock:   lock,
 	}
 	s.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
+	s.mask = shardMask(len(s.shards))
 	if cfg.Cluster != nil {
 		s.cl = newCluster(s, *cfg.Cluster)
 	}
@@ -366,7 +368,7 @@ func (s *System) Reserve(ctx context.Context, req table.Request) (table.Reservat
 			return table.Reservation{}, err
 		}
 		h := idHash(req.ID)
-		sh := s.shards[h%uint64(len(s.shards))] // shardOf
+		sh := s.shardOfHash(h)
 		var r table.Reservation
 		if served, err := s.serveOwn(sh, ctx.Done() == nil, &req, h, &r); served {
 			return r, err
@@ -498,7 +500,7 @@ func (s *System) checkAllLocal(ctx context.Context, reqs []table.Request, a *all
 		order = make([]uint64, 0, len(reqs))
 	}
 	for i, req := range reqs {
-		order = append(order, uint64(idHash(req.ID)%uint64(len(s.shards)))<<32|uint64(i)) // shardOf
+		order = append(order, uint64(s.shardIndex(idHash(req.ID)))<<32|uint64(i))
 	}
 	slices.Sort(order)
 	held := heldBuf[:0]
