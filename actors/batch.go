@@ -59,7 +59,12 @@ func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, 
 		}
 		allowed, err = false, ErrUnavailable
 	}()
-	taken := make([]int, len(held)) // requests per shard
+	var takenBuf [allStack]int
+	taken := takenBuf[:0] // requests per shard
+	if len(held) > allStack {
+		taken = make([]int, 0, len(held))
+	}
+	taken = taken[:len(held)]
 	next := 0
 	for ; cur < len(held); cur++ {
 		sh := held[cur]

@@ -87,27 +87,101 @@ func (s *System) call(ctx context.Context, o op, req table.Request) (*call, erro
 	}
 	c := s.calls.Get().(*call)
 	c.op, c.req, c.hash = o, req, idHash(req.ID)
-	sh := s.shards[c.hash%uint64(len(s.shards))] // shardOf
+	sh := s.shardOfHash(c.hash)
 	served, err := s.serveDirect(sh, ctx.Done() == nil, c)
-	if err == nil && !served {
-		err = s.submit(sh, c)
-	}
 	if err != nil {
 		s.release(c)
 		return nil, err
 	}
 	if !served {
-		s.wait(ctx, c)
-		if c.state.Load() == stateCancelled {
-			// A server will skip c; it may still look at it, so c is not reused.
-			return nil, ctx.Err()
+		if err := s.queue(ctx, sh, c); err != nil {
+			return nil, err
 		}
+		return c, nil
 	}
 	if err := c.err; err != nil {
 		s.release(c)
 		return nil, err
 	}
 	return c, nil
+}
+
+// queue queues c, which the caller could not serve, for the owner of its
+// shard sh and waits for its answer (see Check for cancellation). On
+// success the caller reads the answer from c and then releases it; on an
+// error c is released already, or kept from reuse if a server may still
+// look at it.
+func (s *System) queue(ctx context.Context, sh *shard, c *call) error {
+	if err := s.submit(sh, c); err != nil {
+		s.release(c)
+		return err
+	}
+	s.wait(ctx, c)
+	if c.state.Load() == stateCancelled {
+		// A server will skip c; it may still look at it, so c is not reused.
+		return ctx.Err()
+	}
+	if err := c.err; err != nil {
+		s.release(c)
+		return err
+	}
+	return nil
+}
+
+// serveOwn decides the check req (of hash h, idHash(req.ID)) on the
+// caller's goroutine, its answer into r, if the caller can have its shard
+// sh (as serveDirect), with the checks queued meanwhile, and reports
+// whether it did. Nothing queued, the check is decided alone, without a
+// call; else it travels in the shard's own call, which only the holder of
+// sh.mu uses. Either way a check its caller serves takes no call from the
+// pool and no channel.
+func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, h uint64, r *table.Reservation) (served bool, err error) {
+	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || !sh.acquire(wait) {
+		return false, nil
+	}
+	if sh.stopped {
+		sh.mu.Unlock()
+		return true, ErrStopped
+	}
+	crashed := false
+	if sh.q.queued.Load() == 0 && sh.broken == nil {
+		err, crashed = sh.decideOwn(&s.cfg, req, h, r)
+	} else {
+		// A batch with the checks queued, as serveDirect serves it.
+		c := &sh.self
+		c.req, c.hash = *req, h
+		_, crash := sh.serveQueued(&s.cfg, false, c)
+		*r, err, crashed = c.res, c.err, crash != nil
+		c.reset()
+	}
+	if !crashed && sh.q.queued.Load() > 0 {
+		sh.serveQueued(&s.cfg, false) // queued meanwhile, as in serveDirect
+	}
+	sh.mu.Unlock()
+	return true, err
+}
+
+// decideOwn decides req (of hash h) alone, its answer into r, holding
+// sh.mu, when nothing is queued and the journal is not broken: serve's
+// work for a batch of one check, without the batch. A panic answers
+// ErrUnavailable and repairs the shard, as in serve.
+func (sh *shard) decideOwn(cfg *Config, req *table.Request, h uint64, r *table.Reservation) (err error, crashed bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			sh.repair(cfg, p, 1)
+			*r, err, crashed = table.Reservation{}, ErrUnavailable, true
+		}
+	}()
+	now := cfg.Clock.Now()
+	if cfg.applyHook != nil {
+		cfg.applyHook(*req)
+	}
+	*r = sh.table.Reserve(*req, now)
+	if sh.top != nil {
+		sh.observe(h, req, &r.Decision, now)
+	}
+	// The journal takes the change before the answer, as in serve.
+	return sh.finish(cfg, 1), false
 }
 
 // wait waits for c to be answered, or for ctx to end before a server takes

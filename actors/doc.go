@@ -14,8 +14,10 @@
 // clock, appends the batch's changes to the shard's journal as one record,
 // and only then answers. A caller that finds the lock free serves its own
 // check, with any checks queued meanwhile, on its own goroutine: no
-// hand-off and no allocation. A caller that finds it taken queues its check
-// in the shard's inbox and waits; the first check queued into an idle inbox
+// hand-off, no allocation, no pooled call and no channel. A caller that
+// finds it taken waits for it if its ctx can never end; else it looks
+// again for a short while, then queues its check in the shard's inbox and
+// waits for the answer (or its ctx); the first check queued into an idle inbox
 // sends the owner actor one mailbox message, and the owner takes everything
 // queued at once (at most 4096 checks per message, so that its other
 // messages get their turn) and takes again until the inbox stays empty.

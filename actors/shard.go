@@ -42,6 +42,7 @@ type shard struct {
 	mu           sync.Mutex   // held while serving; guards the fields below
 	table        *table.Table // nil until Start gives it one
 	spare        []*call      // the inbox's next pending slice
+	self         call         // the call of a caller serving its own check (serveOwn)
 	seen         table.Stats  // of table, already added to the counters
 	failing      bool         // the journal's last batch failed
 	snapshotting bool         // a snapshot writer holds a Frozen copy of table
@@ -131,10 +132,11 @@ func (q *inbox) close() {
 // commits.
 //
 // A shard is held for a batch or a slice of a sweep, but for a journal's
-// segment roll a short while. A caller that may not wait (a ctx that can
-// end: its check must stay cancellable until taken) gives up after a short
-// spin and queues for the owner; one that may, waits for the shard, which
-// costs less than the hand-off to the owner and back.
+// segment roll a short while. A caller that may wait waits for the shard
+// (sync.Mutex spins briefly, then parks: it burns no core), which costs
+// less than the hand-off to the owner and back; one that may not (a ctx
+// that can end: its check must stay cancellable until taken) looks again
+// for a short while, longer than a batch, and then queues for the owner.
 func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, err error) {
 	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || !sh.acquire(wait) {
 		return false, nil
@@ -153,23 +155,27 @@ func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, er
 	return true, nil
 }
 
-// spinTries is how many times a caller looks again for its shard to come
-// free before it waits for it or queues: long enough to outlast a batch
+// spinTries is how many times a caller that may not wait looks again for
+// its shard to come free before it queues: long enough to outlast a batch
 // (its cache misses included), far shorter than the hand-off to the owner
 // and back.
 const spinTries = 1024
 
-// acquire takes sh.mu if it is free or comes free within a short spin;
-// else, if wait is set, it waits for it, and otherwise gives up.
+// acquire takes sh.mu if it is free; else, if wait is set, it waits for
+// it, and otherwise looks again spinTries times (reads only: TryLock
+// writes nothing while the lock is held) before it gives up.
 func (sh *shard) acquire(wait bool) bool {
-	for range spinTries {
-		if sh.mu.TryLock() {
-			return true
-		}
+	if sh.mu.TryLock() {
+		return true
 	}
 	if wait {
 		sh.mu.Lock()
 		return true
+	}
+	for range spinTries {
+		if sh.mu.TryLock() {
+			return true
+		}
 	}
 	return false
 }
@@ -289,6 +295,27 @@ func (sh *shard) repair(cfg *Config, r any, failed int) {
 // shardOf maps an id to its shard with FNV-1a, a hash that is the same in
 // every process, so an id keeps its shard across restarts.
 func shardOf(id string, n int) int { return int(idHash(id) % uint64(n)) }
+
+// shardIndex is shardOf(id, len(s.shards)) for h, idHash(id): by a mask
+// when the shards are a power of two (the default 4 × GOMAXPROCS on most
+// machines), as a division costs more than the rest of the choice.
+func (s *System) shardIndex(h uint64) int {
+	if m := s.mask; m != 0 {
+		return int(h & m)
+	}
+	return int(h % uint64(len(s.shards)))
+}
+
+// shardMask is System.mask for n shards.
+func shardMask(n int) uint64 {
+	if n > 1 && n&(n-1) == 0 {
+		return uint64(n - 1)
+	}
+	return 0
+}
+
+// shardOfHash returns the shard of the id of hash h (idHash).
+func (s *System) shardOfHash(h uint64) *shard { return s.shards[s.shardIndex(h)] }
 
 // idHash is the 64-bit FNV-1a hash of id that picks its shard; it is also
 // topk.Hash, so that the shard's top keys take it instead of hashing the

@@ -228,6 +228,7 @@ type System struct {
 	shards   []*shard
 	sweeping *sweeping        // nil when sweeping is disabled
 	calls    sync.Pool        // of *call
+	mask     uint64           // len(shards)-1 if it is a power of two above 1, else 0 (see shardOfHash)
 	lock     *journal.DirLock // nil without a data directory
 	cl       *cluster         // nil unless cluster mode
 
@@ -306,6 +307,7 @@ func newSystem(cfg Config, lock *journal.DirLock) *System {
 		lock:   lock,
 	}
 	s.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
+	s.mask = shardMask(len(s.shards))
 	if cfg.Cluster != nil {
 		s.cl = newCluster(s, *cfg.Cluster)
 	}
@@ -361,6 +363,25 @@ func (s *System) Check(ctx context.Context, req table.Request) (table.Decision, 
 func (s *System) Reserve(ctx context.Context, req table.Request) (table.Reservation, error) {
 	if err := req.Validate(); err != nil {
 		return table.Reservation{}, err
+	}
+	if s.cl == nil {
+		if err := ctx.Err(); err != nil {
+			return table.Reservation{}, err
+		}
+		h := idHash(req.ID)
+		sh := s.shardOfHash(h)
+		var r table.Reservation
+		if served, err := s.serveOwn(sh, ctx.Done() == nil, &req, h, &r); served {
+			return r, err
+		}
+		c := s.calls.Get().(*call)
+		c.op, c.req, c.hash = opCheck, req, h
+		if err := s.queue(ctx, sh, c); err != nil {
+			return table.Reservation{}, err
+		}
+		r = c.res
+		s.release(c)
+		return r, nil
 	}
 	c, err := s.call(ctx, opCheck, req)
 	if err != nil {
@@ -462,18 +483,28 @@ func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.De
 	return s.checkAllLocal(ctx, reqs, nil)
 }
 
+// allStack is the largest CheckAll whose bookkeeping checkAllLocal keeps
+// on the stack.
+const allStack = 128
+
 // checkAllLocal is CheckAll on this System's shards. In cluster mode a
 // (the unit, with its vshards and epochs) is fenced once its shards are
 // held, and told where each check's hits were counted.
 func (s *System) checkAllLocal(ctx context.Context, reqs []table.Request, a *allCall) ([]table.Decision, bool, error) {
 	// order holds shard<<32 | index of each request: sorted, it lists the
-	// requests shard by shard, each shard's in their order.
-	order := make([]uint64, len(reqs))
+	// requests shard by shard, each shard's in their order. Both it and
+	// held live on the stack for a batch of up to allStack requests.
+	var orderBuf [allStack]uint64
+	var heldBuf [allStack]*shard
+	order := orderBuf[:0]
+	if len(reqs) > allStack {
+		order = make([]uint64, 0, len(reqs))
+	}
 	for i, req := range reqs {
-		order[i] = uint64(shardOf(req.ID, len(s.shards)))<<32 | uint64(i)
+		order = append(order, uint64(s.shardIndex(idHash(req.ID)))<<32|uint64(i))
 	}
 	slices.Sort(order)
-	var held []*shard
+	held := heldBuf[:0]
 	for i, e := range order {
 		if i == 0 || e>>32 != order[i-1]>>32 {
 			held = append(held, s.shards[e>>32])

@@ -73,12 +73,13 @@ type handler struct {
 }
 
 // batchBuf is memory for the batch of one /check_rate request, reused
-// through handler.batches: the checks of a batch and their answers. A
-// pooled batchBuf keeps the strings of its last batch (slices of that
+// through handler.batches: the checks of a batch, their requests and their
+// answers. A pooled batchBuf keeps the strings of its last batch (slices of that
 // request's body) reachable until it is reused or the pool drops it.
 type batchBuf struct {
-	ps []httpwire.Params
-	as []httpwire.Answer
+	ps   []httpwire.Params
+	as   []httpwire.Answer
+	reqs []table.Request
 }
 
 // NewHandler returns the HTTP handler of ratelimitd: GET and POST
@@ -224,7 +225,8 @@ func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []httpwi
 	set := h.ruleSet() // one version of the rules for the whole batch
 	as := slices.Grow(buf.as[:0], len(ps))[:len(ps)]
 	buf.as = as
-	reqs := make([]table.Request, len(ps))
+	reqs := slices.Grow(buf.reqs[:0], len(ps))[:len(ps)]
+	buf.reqs = reqs
 	shadows := 0
 	for i := range ps {
 		req, rule, err := httpwire.Resolve(&ps[i], set)
