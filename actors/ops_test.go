@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -154,7 +155,9 @@ func TestCardinalityFlood(t *testing.T) {
 	const flood, bound, workers = 400_000, 40_000, 16
 	for _, evict := range []bool{false, true} {
 		t.Run(fmt.Sprint("evict=", evict), func(t *testing.T) {
-			s := startSystem(t, Config{Shards: 4, MaxBuckets: bound, EvictOldest: evict, SweepInterval: -1})
+			// A stopped clock: no window ends during the flood, so no bucket expires
+			// and every one beyond the bound is refused or evicted.
+			s := startSystem(t, Config{Shards: 4, MaxBuckets: bound, EvictOldest: evict, SweepInterval: -1, Clock: clocktest.New(time.Unix(1_700_000_000, 0))})
 			ctx := context.Background()
 			var full atomic.Int64
 			run := func(from, to int) {
