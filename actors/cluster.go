@@ -94,6 +94,9 @@ type ClusterConfig struct {
 
 	// mono, set only by tests, is the monotonic clock of the lease.
 	mono func() time.Duration
+	// registered, set only by tests, runs when the member has registered
+	// again after etcd expired its lease, before it serves again.
+	registered func()
 }
 
 func (cc ClusterConfig) withDefaults() (ClusterConfig, error) {
