@@ -168,21 +168,20 @@ func (cl *cluster) load(ctx context.Context) (*view, error) {
 }
 
 // publish makes vw the member's view and wakes whoever waits for a change.
+// The view is stored before the channel is swapped, so that whoever reads
+// the channel and then the view either sees vw or is woken.
 func (cl *cluster) publish(vw *view) {
 	cl.viewMu.Lock()
 	cl.view.Store(vw)
-	close(cl.viewCh)
-	cl.viewCh = make(chan struct{})
+	ch := make(chan struct{})
+	close(*cl.viewCh.Swap(&ch))
 	cl.viewMu.Unlock()
 	cl.poke()
 }
 
-// changed returns a channel closed at the next change of the view.
-func (cl *cluster) changed() <-chan struct{} {
-	cl.viewMu.Lock()
-	defer cl.viewMu.Unlock()
-	return cl.viewCh
-}
+// changed returns a channel closed at the next change of the view; read it
+// before the view it guards.
+func (cl *cluster) changed() <-chan struct{} { return *cl.viewCh.Load() }
 
 // watchLoop follows the cluster's keys from revision rev on, and reads
 // them whole again when the watch fails (a compaction, a lost stream).
