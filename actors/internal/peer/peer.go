@@ -29,6 +29,10 @@ var (
 // MaxMessage is the largest request or reply, in bytes.
 const MaxMessage = 16 << 20
 
+// windowSize is the HTTP/2 flow-control window of a call and of a
+// connection, both ways.
+const windowSize = MaxMessage
+
 // MaxBackoff bounds the wait between two attempts to reconnect to a member.
 const MaxBackoff = time.Second
 
@@ -97,6 +101,10 @@ func NewServer(handlers map[string]Handler) *Server {
 		// Calls run on goroutines kept for them, whose stacks have grown
 		// already, rather than on a new one each.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		// Fixed windows, large enough for MaxMessage: no bandwidth probes
+		// (a ping for every message received) and fewer window updates.
+		grpc.InitialWindowSize(windowSize),
+		grpc.InitialConnWindowSize(windowSize),
 		grpc.MaxRecvMsgSize(MaxMessage),
 		grpc.MaxSendMsgSize(MaxMessage),
 	)
@@ -144,6 +152,8 @@ func Dial(addr string) (*Client, error) {
 			grpc.MaxCallRecvMsgSize(MaxMessage),
 			grpc.MaxCallSendMsgSize(MaxMessage),
 		),
+		grpc.WithInitialWindowSize(windowSize),
+		grpc.WithInitialConnWindowSize(windowSize),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxBackoff},
 			MinConnectTimeout: time.Second,
