@@ -320,7 +320,9 @@ func (o *outbox) send(req []byte, calls []*call) {
 		case <-ctx.Done():
 			t.Stop()
 		}
-		err = fmt.Errorf("%w: member %s at %s: %w", errUnreachable, o.to, o.addr, err)
+		// The transport's error as text only: its deadline is this batch's,
+		// not the caller's, whose check is unavailable, not canceled.
+		err = fmt.Errorf("%w: member %s at %s: %v", errUnreachable, o.to, o.addr, err)
 		break
 	}
 	cl.countBatch(len(calls))

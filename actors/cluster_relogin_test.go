@@ -230,3 +230,32 @@ func TestClusterResumesNothingBeforeItsViewShowsItsLease(t *testing.T) {
 		t.Fatalf("a view of the current lease: reconcile ran %v and serves %d vshards; want run, 8", ran, served())
 	}
 }
+
+// TestClusterOwnerTooSlowIsUnavailableNotCanceled: a forwarded check whose
+// owner does not answer within ForwardTimeout is ErrClusterUnavailable, and
+// not the caller's cancellation (context.DeadlineExceeded), which a
+// transport answers as "the check was canceled" and does not log.
+func TestClusterOwnerTooSlowIsUnavailableNotCanceled(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t)
+	cfgA := tc.config("a")
+	cfgA.Cluster.ForwardTimeout = 200 * time.Millisecond
+	a := tc.start(cfgA)
+	b := tc.start(tc.config("b"))
+	tc.settle(a, b)
+	req := table.Request{ID: ownedBy(t, b, "slow-"), Policy: table.Policy{Scale: time.Hour, Limit: 10}, Hits: 1}
+	// b's shard of that id is held: b decides nothing of it until released.
+	sh := b.cl.shardOf(shardOf(req.ID, b.cl.n))
+	sh.mu.Lock()
+	_, err := a.Check(context.Background(), req)
+	sh.mu.Unlock()
+	if !errors.Is(err, ErrClusterUnavailable) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a check whose owner did not answer in time: %v, want ErrClusterUnavailable", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Fatalf("a check whose owner did not answer in time: %v, which matches the caller's own cancellation", err)
+	}
+	if sa, _ := a.ClusterStatus(); sa.Stats.Unavailable != 1 {
+		t.Fatalf("a counts %d unavailable checks, want 1", sa.Stats.Unavailable)
+	}
+}
