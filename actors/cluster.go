@@ -94,6 +94,9 @@ type ClusterConfig struct {
 
 	// mono, set only by tests, is the monotonic clock of the lease.
 	mono func() time.Duration
+	// registered, set only by tests, runs when the member has registered
+	// again after etcd expired its lease, before it serves again.
+	registered func()
 }
 
 func (cc ClusterConfig) withDefaults() (ClusterConfig, error) {
@@ -241,9 +244,9 @@ type cluster struct {
 	prefix string
 
 	view   atomic.Pointer[view]
-	minRev atomic.Int64  // the latest revision of our own transactions: older views are out of date
-	viewMu sync.Mutex    // guards viewCh and publishing
-	viewCh chan struct{} // closed when the view changes
+	minRev atomic.Int64                  // the latest revision of our own transactions: older views are out of date
+	viewMu sync.Mutex                    // serializes publishing
+	viewCh atomic.Pointer[chan struct{}] // closed when the view changes
 
 	vs []vshard // by vshard; each guarded by its shard's mu
 
@@ -282,7 +285,6 @@ func newCluster(s *System, cc ClusterConfig) *cluster {
 		mono:     cc.mono,
 		ttl:      cc.Lease,
 		prefix:   "/" + cc.Name + "/",
-		viewCh:   make(chan struct{}),
 		vs:       make([]vshard, cc.VShards),
 		kick:     make(chan struct{}, 1),
 		ready:    make(chan struct{}),
@@ -294,6 +296,8 @@ func newCluster(s *System, cc ClusterConfig) *cluster {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	cl.incarnation = binary.LittleEndian.Uint64(b[:])
+	ch := make(chan struct{})
+	cl.viewCh.Store(&ch)
 	cl.dedup.init()
 	if s.cfg.DataDir != "" {
 		for v := range cl.vs {

@@ -168,21 +168,20 @@ func (cl *cluster) load(ctx context.Context) (*view, error) {
 }
 
 // publish makes vw the member's view and wakes whoever waits for a change.
+// The view is stored before the channel is swapped, so that whoever reads
+// the channel and then the view either sees vw or is woken.
 func (cl *cluster) publish(vw *view) {
 	cl.viewMu.Lock()
 	cl.view.Store(vw)
-	close(cl.viewCh)
-	cl.viewCh = make(chan struct{})
+	ch := make(chan struct{})
+	close(*cl.viewCh.Swap(&ch))
 	cl.viewMu.Unlock()
 	cl.poke()
 }
 
-// changed returns a channel closed at the next change of the view.
-func (cl *cluster) changed() <-chan struct{} {
-	cl.viewMu.Lock()
-	defer cl.viewMu.Unlock()
-	return cl.viewCh
-}
+// changed returns a channel closed at the next change of the view; read it
+// before the view it guards.
+func (cl *cluster) changed() <-chan struct{} { return *cl.viewCh.Load() }
 
 // watchLoop follows the cluster's keys from revision rev on, and reads
 // them whole again when the watch fails (a compaction, a lost stream).
@@ -306,8 +305,11 @@ func (cl *cluster) keepAliveLoop() {
 }
 
 // relogin handles a lease etcd expired: every vshard served here stops
-// (its buckets kept, stale), the member registers under a new lease, and
-// a fresh view decides what is still its own.
+// (its buckets kept, stale) and the member registers under a new lease.
+// It reads no view of its own: only the watch publishes views, in order,
+// since a copy read here and published after the watch had moved past it
+// would undo the moves in between for good. The control loop serves again
+// once the view shows the new lease (see reconcile).
 func (cl *cluster) relogin() {
 	old := cl.lease.Load()
 	cl.log.Warn("lease expired at etcd: registering again", "lease", old)
@@ -315,14 +317,13 @@ func (cl *cluster) relogin() {
 	for cl.stopCtx.Err() == nil {
 		ctx, cancel := context.WithTimeout(cl.stopCtx, 2*etcdTimeout)
 		err := cl.register(ctx, 0)
-		var vw *view
-		if err == nil {
-			vw, err = cl.load(ctx)
-		}
 		cancel()
 		if err == nil {
-			cl.publish(vw)
-			cl.log.Info("registered again", "lease", cl.lease.Load(), "epoch", vw.rev)
+			if cl.cfg.registered != nil {
+				cl.cfg.registered()
+			}
+			cl.log.Info("registered again", "lease", cl.lease.Load(), "old_lease", old)
+			cl.poke()
 			return
 		}
 		cl.log.Warn("cannot register again yet", "err", err)

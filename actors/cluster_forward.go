@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -319,7 +320,9 @@ func (o *outbox) send(req []byte, calls []*call) {
 		case <-ctx.Done():
 			t.Stop()
 		}
-		err = fmt.Errorf("%w: member %s at %s: %w", errUnreachable, o.to, o.addr, err)
+		// The transport's error as text only: its deadline is this batch's,
+		// not the caller's, whose check is unavailable, not canceled.
+		err = fmt.Errorf("%w: member %s at %s: %v", errUnreachable, o.to, o.addr, err)
 		break
 	}
 	cl.countBatch(len(calls))
@@ -363,19 +366,25 @@ func (cl *cluster) handleForward(_ context.Context, req []byte) ([]byte, error) 
 // each CheckAll unit on its own.
 func (cl *cluster) serveForwarded(h fwdHeader, calls []*call) {
 	s := cl.s
-	groups := make([][]*call, len(s.shards))
+	// The calls by shard, in one slice: sorted by shard, stably.
+	byShard := make([]*call, 0, len(calls))
 	for _, c := range calls {
 		if c.op == opAll {
 			cl.serveUnit(h, c)
 			continue
 		}
-		i := int(c.vshard) % len(s.shards)
-		groups[i] = append(groups[i], c)
+		byShard = append(byShard, c)
 	}
-	for i, g := range groups {
-		if len(g) == 0 {
-			continue
+	nsh := int32(len(s.shards))
+	slices.SortStableFunc(byShard, func(a, b *call) int { return int(a.vshard%nsh) - int(b.vshard%nsh) })
+	for len(byShard) > 0 {
+		i := byShard[0].vshard % nsh
+		n := 1
+		for n < len(byShard) && byShard[n].vshard%nsh == i {
+			n++
 		}
+		g := byShard[:n]
+		byShard = byShard[n:]
 		sh := s.shards[i]
 		served, err := s.serveDirect(sh, true, g...)
 		switch {

@@ -231,11 +231,14 @@ func (cl *cluster) controlLoop() {
 }
 
 // reconcile makes the local state follow the view, once; it reports
-// false if it could not run (no lease, or this member not yet in view).
+// false if it could not run: no lease, a view older than this member's
+// own last ownership transaction, or one that does not show this member
+// under its current lease (one from before a relogin predates the
+// takeovers its lease's expiry allowed).
 func (cl *cluster) reconcile() bool {
 	vw := cl.view.Load()
 	me := cl.id
-	if !cl.leaseValid() || !vw.live(me) || vw.rev < cl.minRev.Load() {
+	if m, ok := vw.members[me]; !cl.leaseValid() || !ok || m.lease != cl.lease.Load() || vw.rev < cl.minRev.Load() {
 		return false
 	}
 	cl.pruneLinks(vw)
