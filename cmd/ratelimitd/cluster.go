@@ -21,6 +21,8 @@ type clusterConfig struct {
 	lease     time.Duration
 	vshards   int
 	onError   actors.FailurePolicy
+	timeout   time.Duration // how long a check waits for its owner
+	forward   time.Duration // how long one forwarded batch may take
 }
 
 func defaultClusterConfig() clusterConfig {
@@ -29,6 +31,8 @@ func defaultClusterConfig() clusterConfig {
 		name:    actors.DefaultClusterName,
 		lease:   actors.DefaultLease,
 		vshards: actors.DefaultVShards,
+		timeout: actors.DefaultClusterTimeout,
+		forward: actors.DefaultForwardTimeout,
 	}
 }
 
@@ -73,6 +77,8 @@ func clusterFlags(fs *flag.FlagSet, cfg *config) {
 		c.lease = d
 		return nil
 	})
+	durationFlag(fs, &c.timeout, "cluster-timeout", "how long a check waits for its vshard's owner, re-routes included, before --on-cluster-error applies", false)
+	durationFlag(fs, &c.forward, "cluster-forward-timeout", "how long one forwarded batch may take, its retries included, before it is routed again; at most --cluster-timeout", false)
 	intFlag(fs, &c.vshards, "cluster-vshards", "`number` of virtual shards ids hash to, fixed for the cluster's life (kept in etcd): a member started with another number is refused (default 1024)", 1, actors.MaxVShards)
 	choiceFlag(fs, "on-cluster-error", "what a check does when no member can decide it in time (its owner unreachable, no lease: etcd down): closed answers 503 with Retry-After, open admits it uncounted (default closed)", false, []string{"closed", "open"}, func(i int, _ string) {
 		c.onError = []actors.FailurePolicy{actors.FailClosed, actors.FailOpen}[i]
@@ -86,13 +92,15 @@ func clusterActorsConfig(c *clusterConfig) *actors.ClusterConfig {
 		return nil
 	}
 	return &actors.ClusterConfig{
-		Etcd:      c.etcd,
-		Listen:    c.listen,
-		Advertise: c.advertise,
-		Name:      c.name,
-		Lease:     c.lease,
-		VShards:   c.vshards,
-		OnError:   c.onError,
+		Etcd:           c.etcd,
+		Listen:         c.listen,
+		Advertise:      c.advertise,
+		Name:           c.name,
+		Lease:          c.lease,
+		VShards:        c.vshards,
+		OnError:        c.onError,
+		Timeout:        c.timeout,
+		ForwardTimeout: c.forward,
 	}
 }
 

@@ -475,6 +475,9 @@ func TestE2EClusterBadFlags(t *testing.T) {
 		{"--cluster-name", "a/b"},
 		{"--cluster-advertise", "127.0.0.1:0"},
 		{"--on-cluster-error", "maybe"},
+		{"--cluster-timeout", "0s"},
+		{"--cluster-forward-timeout", "-1s"},
+		{"--cluster-forward-timeout", "2s"}, // longer than --cluster-timeout's 1s
 	} {
 		code, _, stderr := runDaemonOnce(t, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 		if code != exitUsage || !strings.Contains(stderr, strings.TrimPrefix(args[0], "--")) {
@@ -488,7 +491,9 @@ func TestE2EClusterBadFlags(t *testing.T) {
 // algorithm, 20 times.
 func TestE2EClusterExact(t *testing.T) {
 	etcd := actorstest.StartEtcd(t)
-	ms := startMembers(t, etcd, 3)
+	// A check about exactness, not faults: waits long enough for a loaded
+	// machine (-race, the other tests) never to time a forwarded batch out.
+	ms := startMembers(t, etcd, 3, "--cluster-lease", "10s", "--cluster-timeout", "20s", "--cluster-forward-timeout", "10s")
 	waitSettled(t, ms, 30*time.Second)
 	scale := stableScaleMs(time.Now())
 	for _, alg := range []string{"fixed_window", "sliding_window", "token_bucket", "leaky_bucket"} {

@@ -76,6 +76,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.Usage()
 		return config{}, err
 	}
+	if cfg.cluster.forward > cfg.cluster.timeout {
+		err := fmt.Errorf("--cluster-forward-timeout %v is longer than --cluster-timeout %v: a check would give up before its batch could", cfg.cluster.forward, cfg.cluster.timeout)
+		fmt.Fprintln(stderr, err)
+		return config{}, err
+	}
 	if proxyMode && cfg.proxy.upstream == "" && !cfg.version {
 		err := errors.New("ratelimitd proxy needs --upstream URL")
 		fmt.Fprintln(stderr, err)

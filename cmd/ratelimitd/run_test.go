@@ -38,7 +38,7 @@ var defaults = config{
 
 	adminListen: "127.0.0.1:8081",
 
-	cluster:   clusterConfig{listen: "127.0.0.1:7946", name: "ratelimitd", lease: 3 * time.Second, vshards: 1024},
+	cluster:   clusterConfig{listen: "127.0.0.1:7946", name: "ratelimitd", lease: 3 * time.Second, vshards: 1024, timeout: time.Second, forward: 500 * time.Millisecond},
 	dashboard: dashboardConfig{on: true, topKeys: true},
 }
 
@@ -108,6 +108,9 @@ func TestParseFlags(t *testing.T) {
 		})},
 		{[]string{"--cluster-name", "edge-eu.1", "--cluster-lease", "10s", "--cluster-vshards", "4096", "--on-cluster-error", "open"}, with(func(c *config) {
 			c.cluster.name, c.cluster.lease, c.cluster.vshards, c.cluster.onError = "edge-eu.1", 10*time.Second, 4096, actors.FailOpen
+		})},
+		{[]string{"--cluster-timeout", "5s", "--cluster-forward-timeout", "2s"}, with(func(c *config) {
+			c.cluster.timeout, c.cluster.forward = 5*time.Second, 2*time.Second
 		})},
 	}
 	for _, tt := range tests {
