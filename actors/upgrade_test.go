@@ -49,24 +49,15 @@ func copyTree(t *testing.T, from, to string) {
 	}
 }
 
-// legacyExpected reads expected.json: the end time and every id's buckets.
+// legacyExpected reads the legacy data directory's expected.json: the end
+// time and every id's buckets, of its 450 ids.
 func legacyExpected(t *testing.T) (time.Time, map[string]json.RawMessage) {
 	t.Helper()
-	blob, err := os.ReadFile(filepath.Join(legacyDataDir, "expected.json"))
-	if err != nil {
-		t.Fatal(err)
+	now, want, _ := expectedAt(t, legacyDataDir)
+	if len(want) != 450 {
+		t.Fatalf("expected.json: %d ids, want 450", len(want))
 	}
-	var want struct {
-		Now     time.Time
-		Buckets map[string]json.RawMessage
-	}
-	if err := json.Unmarshal(blob, &want); err != nil {
-		t.Fatal(err)
-	}
-	if len(want.Buckets) != 450 {
-		t.Fatalf("expected.json: %d ids, want 450", len(want.Buckets))
-	}
-	return want.Now, want.Buckets
+	return now, want
 }
 
 // checkBuckets compares what s holds for every id of want with want.
