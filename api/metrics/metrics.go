@@ -25,6 +25,8 @@ type Stats struct {
 	Snapshots      int64 // journal snapshots written
 	SnapshotErrors int64 // journal snapshots that failed
 	Evictions      int64 // live buckets evicted from a full table
+	SweepSlices    int64 // sweep slices run, each one hold of a shard
+	SweepBacklog   int64 // shards whose last slice stopped on its bounds, expired buckets left
 }
 
 // SweepReport is one finished sweep of expired buckets, for SweepDone.
@@ -49,6 +51,8 @@ var _ api.Recorder = (*Metrics)(nil)
 //	ratelimitd_sweeps_total
 //	ratelimitd_swept_buckets_total
 //	ratelimitd_sweep_duration_seconds          (histogram)
+//	ratelimitd_sweep_slices_total              (after Observe; one hold of a shard each)
+//	ratelimitd_sweep_backlog_shards            (gauge, after Observe; shards with expired buckets left)
 //	ratelimitd_journal_torn_tails_total        (after Observe; with a data directory)
 //	ratelimitd_journal_errors_total            (after Observe; batches the journal failed)
 //	ratelimitd_journal_failed_batches_total{policy="closed|open"} (after Observe)
@@ -190,6 +194,10 @@ func (m *Metrics) Observe(stats func() Stats) {
 				prometheus.Labels{"result": "ok"}, read(func(s Stats) int64 { return s.Snapshots })),
 			counterFunc("ratelimitd_journal_snapshots_total", snapHelp,
 				prometheus.Labels{"result": "error"}, read(func(s Stats) int64 { return s.SnapshotErrors })),
+			counterFunc("ratelimitd_sweep_slices_total", "Sweep slices run, each one hold of a shard bounded by count and time.",
+				nil, read(func(s Stats) int64 { return s.SweepSlices })),
+			gaugeFunc("ratelimitd_sweep_backlog_shards", "Shards whose last sweep slice stopped on its bounds: expired buckets are left to sweep there.",
+				nil, read(func(s Stats) int64 { return s.SweepBacklog })),
 		)
 	})
 }

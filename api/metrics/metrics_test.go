@@ -160,6 +160,26 @@ func TestMetricsRules(t *testing.T) {
 }
 
 // statsOf reads sys's counters as Metrics does, as the daemon adapts them.
+// TestMetricsSweepSlices: the sweep's slices and backlog are exported as
+// Stats says them, read at every scrape.
+func TestMetricsSweepSlices(t *testing.T) {
+	t.Parallel()
+	sys := actorstest.StartSystem(t)
+	m := metrics.New()
+	srv := apitest.StartServer(t, sys, httpapi.Options{Metrics: m})
+	var slices atomic.Int64
+	slices.Store(7)
+	m.Observe(func() metrics.Stats { return metrics.Stats{SweepSlices: slices.Load(), SweepBacklog: 2} })
+	got := apitest.Scrape(t, srv.URL)
+	if got["ratelimitd_sweep_slices_total"] != "7" || got["ratelimitd_sweep_backlog_shards"] != "2" {
+		t.Errorf("slices %q, backlog %q; want 7 and 2", got["ratelimitd_sweep_slices_total"], got["ratelimitd_sweep_backlog_shards"])
+	}
+	slices.Store(9)
+	if got := apitest.Scrape(t, srv.URL); got["ratelimitd_sweep_slices_total"] != "9" {
+		t.Errorf("after 2 more slices: %q, want 9", got["ratelimitd_sweep_slices_total"])
+	}
+}
+
 func statsOf(sys *actors.System) func() metrics.Stats {
 	return func() metrics.Stats {
 		s := sys.Stats()

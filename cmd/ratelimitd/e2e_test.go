@@ -708,8 +708,9 @@ func TestE2ESweepDeletesExpired(t *testing.T) {
 		}
 	}
 	d.pollMetrics(t, "all expired buckets swept", func(get func(string) float64) (bool, string) {
-		buckets, swept := get("ratelimitd_buckets"), get("ratelimitd_swept_buckets_total")
-		return buckets == 0 && swept >= ids, fmt.Sprintf("ratelimitd_buckets %v, ratelimitd_swept_buckets_total %v (want 0 and ≥ %d)", buckets, swept, ids)
+		buckets, swept, slices, backlog := get("ratelimitd_buckets"), get("ratelimitd_swept_buckets_total"), get("ratelimitd_sweep_slices_total"), get("ratelimitd_sweep_backlog_shards")
+		// 100 buckets fit one slice of each shard: swept, no backlog left.
+		return buckets == 0 && swept >= ids && slices >= 1 && backlog == 0, fmt.Sprintf("ratelimitd_buckets %v, ratelimitd_swept_buckets_total %v, ratelimitd_sweep_slices_total %v, ratelimitd_sweep_backlog_shards %v (want 0, ≥ %d, ≥ 1, 0)", buckets, swept, slices, backlog, ids)
 	})
 }
 

@@ -32,12 +32,13 @@ func (b adminBackend) Stats() admin.Stats {
 // metricsStats returns what the metrics read of sys at every scrape.
 func metricsStats(sys *actors.System) func() metrics.Stats {
 	return func() metrics.Stats {
-		s := sys.Stats()
+		s, sw := sys.Stats(), sys.SweepStats()
 		return metrics.Stats{
 			Buckets: s.Buckets, Restarts: s.Restarts,
 			TornTails: s.TornTails, JournalErrors: s.JournalErrors, FailedClosed: s.FailedClosed, FailedOpen: s.FailedOpen,
 			Snapshots: s.Snapshots, SnapshotErrors: s.SnapshotErrors,
-			Evictions: s.Evictions,
+			Evictions:   s.Evictions,
+			SweepSlices: sw.Slices, SweepBacklog: int64(sw.Backlog),
 		}
 	}
 }
