@@ -76,7 +76,7 @@ type ReloadResult struct {
 // parse keeps the last good rule set, and so does a file with no rule unless
 // it says "rules: []" (an empty file is more likely one caught between
 // truncate and write than a wish to drop every rule). Every attempt is
-// logged and reported to onResult. Rules put or deleted through the Store
+// reported to onResult (which the daemon logs). Rules put or deleted through the Store
 // since the last reload are overwritten by the next reload that applies the
 // file.
 //
@@ -85,11 +85,9 @@ type Watcher struct {
 	path     string // absolute and clean
 	st       *Store
 	onResult func(ReloadResult)
-	log      *slog.Logger
 	settle   time.Duration
 	sleep    filewatch.SleepFunc
 	fw       *filewatch.Watcher
-	done     <-chan struct{} // closed when the event loop has returned
 
 	// Under the watcher's lock (fw.Do):
 	applied bool     // whether sum and version are set
@@ -115,7 +113,7 @@ func NewWatcher(path string, st *Store, onResult func(ReloadResult), logger *slo
 // settle delay between reads, and how it waits.
 type watchTiming struct {
 	debounce, settle time.Duration
-	sleep            func(stop <-chan struct{}, d time.Duration) bool
+	sleep            filewatch.SleepFunc
 }
 
 // newWatcher is NewWatcher with the clock given.
@@ -131,14 +129,12 @@ func newWatcher(path string, st *Store, onResult func(ReloadResult), logger *slo
 		path:     abs,
 		st:       st,
 		onResult: onResult,
-		log:      logger.With("path", abs),
 		settle:   clock.settle,
 		sleep:    clock.sleep,
 	}
-	if w.fw, err = filewatch.New(abs, clock.debounce, func() { w.Reload(TriggerFile) }, w.log); err != nil {
+	if w.fw, err = filewatch.New(abs, clock.debounce, func() { w.Reload(TriggerFile) }, logger.With("path", abs)); err != nil {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
-	w.done = w.fw.Done()
 	w.Reload(TriggerStart)
 	w.fw.Start()
 	return w, nil
@@ -154,18 +150,7 @@ func (w *Watcher) Reload(trigger string) ReloadResult {
 	var res ReloadResult
 	ran := w.fw.Do(func(stop <-chan struct{}) {
 		res = w.reload(stop, trigger)
-		if errors.Is(res.Err, ErrClosed) {
-			return
-		}
-		switch {
-		case res.Err != nil:
-			w.log.Error("rules: reload failed; keeping the current rules", "trigger", trigger, "version", res.Version, "rules", res.Rules, "err", res.Err)
-		case res.Changed:
-			w.log.Info("rules: reloaded", "trigger", trigger, "version", res.Version, "rules", res.Rules)
-		default:
-			w.log.Debug("rules: reload found no change", "trigger", trigger, "version", res.Version, "rules", res.Rules)
-		}
-		if w.onResult != nil {
+		if !errors.Is(res.Err, ErrClosed) && w.onResult != nil {
 			w.onResult(res)
 		}
 	})

@@ -313,7 +313,7 @@ func TestWatcherClose(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 	select {
-	case <-w.done:
+	case <-w.fw.Done():
 	default:
 		t.Error("the event loop still runs after Close returned")
 	}
