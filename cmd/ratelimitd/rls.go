@@ -6,10 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
@@ -91,23 +88,7 @@ func startRLS(cfg *config, log *slog.Logger, prom *metrics.Metrics) (*rlsServer,
 	if err != nil {
 		return nil, err
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-hup:
-				r.watcher.Reload(rls.TriggerSignal)
-			case <-done:
-				return
-			}
-		}
-	}()
-	r.stopHUP = func() {
-		signal.Stop(hup)
-		close(done)
-	}
+	r.stopHUP = onSIGHUP(func() { r.watcher.Reload(rls.TriggerSignal) })
 	clog.Info("rls config loaded", "domains", len(c.Domains()), "files", len(c.Files()))
 	return r, nil
 }

@@ -64,23 +64,7 @@ func startRules(cfg *config, log *slog.Logger, prom *metrics.Metrics) (*ruleSet,
 	if err != nil {
 		return nil, err
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-hup:
-				rs.watcher.Reload(rules.TriggerSignal)
-			case <-done:
-				return
-			}
-		}
-	}()
-	rs.stopHUP = func() {
-		signal.Stop(hup)
-		close(done)
-	}
+	rs.stopHUP = onSIGHUP(func() { rs.watcher.Reload(rules.TriggerSignal) })
 	rlog.Info("rules loaded", "rules", len(list), "version", store.Current().Version())
 	return rs, nil
 }
@@ -196,5 +180,27 @@ func (a *adminServer) shutdown(ctx context.Context, log *slog.Logger) {
 	}
 	if err := <-a.served; !errors.Is(err, http.ErrServerClosed) {
 		log.Error("admin server failed", "err", err)
+	}
+}
+
+// onSIGHUP calls reload on every SIGHUP, one at a time, until the returned
+// stop is called: the daemon's reload of its config files.
+func onSIGHUP(reload func()) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				reload()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
 	}
 }
