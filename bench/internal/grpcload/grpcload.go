@@ -11,8 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -21,7 +19,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratelimitd/ratelimitd/bench/internal/load"
-	"github.com/ratelimitd/ratelimitd/bench/internal/proc"
 )
 
 // Target is one ShouldRateLimit server.
@@ -109,75 +106,10 @@ func (c *Client) Call(ctx context.Context, i int) (*rlsv3.RateLimitResponse, err
 // record is set (not during a warm-up).
 func Run(ctx context.Context, c *Client, d time.Duration, into *load.Result, record bool) {
 	if into.Err != nil {
-		return
+		return // a failed client may be nil
 	}
-	t := c.t
-	var stop atomic.Bool
-	var firstErr error
-	var errOnce sync.Once
-	lat := make([][]time.Duration, c.streams)
-	counts := make([]int64, c.streams)
-	var cpu0 float64
-	if t.CPU != nil {
-		cpu, err := t.CPU()
-		if err != nil {
-			into.Err = fmt.Errorf("%s: server CPU: %w", t.Name, err)
-			return
-		}
-		cpu0 = cpu
-	}
-	self0 := proc.SelfCPUSeconds()
-	start := time.Now()
-	deadline := start.Add(d)
-	var wg sync.WaitGroup
-	for g := range c.streams {
-		wg.Go(func() {
-			var mine []time.Duration
-			if record {
-				mine = make([]time.Duration, 0, 1<<12)
-			}
-			n := int64(0)
-			for i := g; n < load.MaxPerGoroutine && !stop.Load() && ctx.Err() == nil; i += c.streams {
-				t0 := time.Now()
-				if !t0.Before(deadline) {
-					break
-				}
-				if _, err := c.Call(ctx, i); err != nil {
-					errOnce.Do(func() { firstErr = err })
-					stop.Store(true)
-					break
-				}
-				if record {
-					mine = append(mine, time.Since(t0))
-				}
-				n++
-			}
-			lat[g], counts[g] = mine, n
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	self1 := proc.SelfCPUSeconds()
-	if firstErr != nil {
-		into.Err = fmt.Errorf("%s: %w", t.Name, firstErr)
-		return
-	}
-	if err := ctx.Err(); err != nil {
-		into.Err = fmt.Errorf("%s: %w", t.Name, err)
-		return
-	}
-	if t.CPU != nil {
-		cpu, err := t.CPU()
-		if err != nil {
-			into.Err = fmt.Errorf("%s: server CPU: %w", t.Name, err)
-			return
-		}
-		into.ServerCPU += cpu - cpu0
-	}
-	into.ClientCPU += self1 - self0
-	into.Elapsed += elapsed
-	for g := range c.streams {
-		into.Requests += counts[g]
-		into.Lat = append(into.Lat, lat[g]...)
-	}
+	load.Drive(ctx, c.t.Name, c.t.CPU, c.streams, d, into, record, func(_, i int, _ time.Time) error {
+		_, err := c.Call(ctx, i)
+		return err
+	})
 }

@@ -226,10 +226,24 @@ func (cn *conn) close() error {
 // only if record is set (not during a warm-up).
 func Run(ctx context.Context, c *Client, d time.Duration, into *Result, record bool) {
 	if into.Err != nil {
+		return // a failed client may be nil
+	}
+	Drive(ctx, c.t.Name, c.t.CPU, len(c.conns), d, into, record, func(g, i int, t0 time.Time) error {
+		return c.do(ctx, &c.conns[g], i, t0)
+	})
+}
+
+// Drive is a round of any load client: it calls call(g, i, t0) from
+// workers goroutines (g), each with its own request numbers (i: g,
+// g+workers, …), for d or until ctx ends, and adds to into what it
+// measured: requests, latencies (if record), elapsed time, the client's
+// CPU and the target's (cpu, if not nil, read before and after; name
+// names the target in errors). It does nothing if into.Err is set; the
+// first failed call stops the round and sets into.Err.
+func Drive(ctx context.Context, name string, cpu func() (float64, error), workers int, d time.Duration, into *Result, record bool, call func(g, i int, t0 time.Time) error) {
+	if into.Err != nil {
 		return
 	}
-	t := c.t
-	conns := len(c.conns)
 	var stop atomic.Bool
 	var firstErr error
 	var errOnce sync.Once
@@ -237,36 +251,35 @@ func Run(ctx context.Context, c *Client, d time.Duration, into *Result, record b
 		errOnce.Do(func() { firstErr = err })
 		stop.Store(true)
 	}
-	lat := make([][]time.Duration, conns)
-	counts := make([]int64, conns)
+	lat := make([][]time.Duration, workers)
+	counts := make([]int64, workers)
 	var wg sync.WaitGroup
 
 	var cpu0 float64
-	if t.CPU != nil {
-		cpu, err := t.CPU()
+	if cpu != nil {
+		c, err := cpu()
 		if err != nil {
-			into.Err = fmt.Errorf("%s: server CPU: %w", t.Name, err)
+			into.Err = fmt.Errorf("%s: server CPU: %w", name, err)
 			return
 		}
-		cpu0 = cpu
+		cpu0 = c
 	}
 	self0 := proc.SelfCPUSeconds()
 	start := time.Now()
 	deadline := start.Add(d)
-	for g := range conns {
+	for g := range workers {
 		wg.Go(func() {
-			cn := &c.conns[g]
 			var mine []time.Duration
 			if record {
 				mine = make([]time.Duration, 0, 1<<12)
 			}
 			n := int64(0)
-			for i := g; n < MaxPerGoroutine && !stop.Load() && ctx.Err() == nil; i += conns {
+			for i := g; n < MaxPerGoroutine && !stop.Load() && ctx.Err() == nil; i += workers {
 				t0 := time.Now()
 				if !t0.Before(deadline) {
 					break
 				}
-				if err := c.do(ctx, cn, i, t0); err != nil {
+				if err := call(g, i, t0); err != nil {
 					fail(err)
 					break
 				}
@@ -283,24 +296,24 @@ func Run(ctx context.Context, c *Client, d time.Duration, into *Result, record b
 	elapsed := time.Since(start)
 	self1 := proc.SelfCPUSeconds()
 	if firstErr != nil {
-		into.Err = fmt.Errorf("%s: %w", t.Name, firstErr)
+		into.Err = fmt.Errorf("%s: %w", name, firstErr)
 		return
 	}
 	if err := ctx.Err(); err != nil {
-		into.Err = fmt.Errorf("%s: %w", t.Name, err)
+		into.Err = fmt.Errorf("%s: %w", name, err)
 		return
 	}
-	if t.CPU != nil {
-		cpu, err := t.CPU()
+	if cpu != nil {
+		c, err := cpu()
 		if err != nil {
-			into.Err = fmt.Errorf("%s: server CPU: %w", t.Name, err)
+			into.Err = fmt.Errorf("%s: server CPU: %w", name, err)
 			return
 		}
-		into.ServerCPU += cpu - cpu0
+		into.ServerCPU += c - cpu0
 	}
 	into.ClientCPU += self1 - self0
 	into.Elapsed += elapsed
-	for g := range conns {
+	for g := range workers {
 		into.Requests += counts[g]
 		into.Lat = append(into.Lat, lat[g]...)
 	}
