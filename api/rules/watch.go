@@ -104,7 +104,7 @@ type Watcher struct {
 // onResult, if not nil, is called with the result of every reload attempt,
 // one at a time, in order, from the goroutine that made it (the Watcher's own,
 // or Reload's caller). It must not call Reload or Close. logger, if nil,
-// discards.
+// discards; it is told of failures of the file-system events.
 func NewWatcher(path string, st *Store, onResult func(ReloadResult), logger *slog.Logger) (*Watcher, error) {
 	return newWatcher(path, st, onResult, logger, watchTiming{debounce: DefaultDebounce, settle: settleDelay, sleep: filewatch.Sleep})
 }
