@@ -78,14 +78,15 @@ func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, 
 			if s.cfg.applyHook != nil {
 				s.cfg.applyHook(reqs[i])
 			}
+			tag := t.Hash(reqs[i].ID)
 			if wins != nil {
-				r := t.Reserve(reqs[i], now)
+				r := t.ReserveHashed(reqs[i], tag, now)
 				decs[i], wins[i] = r.Decision, r.Window
 			} else {
-				decs[i] = t.Apply(reqs[i], now)
+				decs[i] = t.ApplyHashed(reqs[i], tag, now)
 			}
 			if sh.top != nil {
-				sh.observe(idHash(reqs[i].ID), &reqs[i], &decs[i], now)
+				sh.observe(idHash(reqs[i].ID), tag, &reqs[i], &decs[i], now)
 			}
 			allowed = allowed && decs[i].Allowed
 			taken[cur]++

@@ -176,9 +176,12 @@ func (sh *shard) decideOwn(cfg *Config, req *table.Request, h uint64, r *table.R
 	if cfg.applyHook != nil {
 		cfg.applyHook(*req)
 	}
-	*r = sh.table.Reserve(*req, now)
 	if sh.top != nil {
-		sh.observe(h, req, &r.Decision, now)
+		tag := sh.table.Hash(req.ID)
+		*r = sh.table.ReserveHashed(*req, tag, now)
+		sh.observe(h, tag, req, &r.Decision, now)
+	} else {
+		*r = sh.table.Reserve(*req, now)
 	}
 	// The journal takes the change before the answer, as in serve.
 	return sh.finish(cfg, 1), false

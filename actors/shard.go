@@ -234,9 +234,12 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 		}
 		switch k.op {
 		case opCheck:
-			k.res = t.Reserve(k.req, now)
 			if sh.top != nil {
-				sh.observe(k.hash, &k.req, &k.res.Decision, now)
+				tag := t.Hash(k.req.ID)
+				k.res = t.ReserveHashed(k.req, tag, now)
+				sh.observe(k.hash, tag, &k.req, &k.res.Decision, now)
+			} else {
+				k.res = t.Reserve(k.req, now)
 			}
 		case opRefund:
 			k.res.Decision = t.Refund(k.req, now)

@@ -55,12 +55,14 @@ func newSketch(cfg *Config) *topk.Sketch {
 
 // observe counts the check req, decided d at now, in the shard's top keys,
 // holding sh.mu; hash is idHash(req.ID), or 0 for a call made without it
-// (the hash is then computed here). A check by rule is labelled with the rule's name
-// (req.Namespace), an ad-hoc one with its policy. Its hits count as denied
-// when its own limit denied them: not when the table was full (d.Full, a
-// shortage of room, not the id's doing), nor, in a CheckAll, when another
-// check of the batch was the one denied.
-func (sh *shard) observe(hash uint64, req *table.Request, d *table.Decision, now time.Time) {
+// (the hash is then computed here), and tag the table's hash of the id
+// (table.Hash: seeded, and computed for the check anyway), which the
+// sketch's front knows the id by. A check by rule is labelled with the
+// rule's name (req.Namespace), an ad-hoc one with its policy. Its hits
+// count as denied when its own limit denied them: not when the table was
+// full (d.Full, a shortage of room, not the id's doing), nor, in a
+// CheckAll, when another check of the batch was the one denied.
+func (sh *shard) observe(hash, tag uint64, req *table.Request, d *table.Decision, now time.Time) {
 	if req.Hits <= 0 {
 		return // a peek counts nothing
 	}
@@ -71,7 +73,7 @@ func (sh *shard) observe(hash uint64, req *table.Request, d *table.Decision, now
 	if label == "" {
 		label = sh.labels.of(&req.Policy)
 	}
-	sh.top.ObserveHashed(hash, req.ID, label, req.Hits, !d.Allowed && !d.Full, now)
+	sh.top.ObserveHashed(hash, tag, req.ID, label, req.Hits, !d.Allowed && !d.Full, now)
 }
 
 // maxPolicyLabels bounds the labels a shard keeps; past it they are all
@@ -125,9 +127,9 @@ var views = sync.Pool{New: func() any { return new(topk.View) }}
 //
 // Each shard's sketch is read holding the shard, as briefly as a small
 // batch; the ranking is made after. The sketches take fixed memory: at
-// most 414,264 bytes per shard (topk.DefaultCapacity counters and a front
+// most 414,296 bytes per shard (topk.DefaultCapacity counters and a front
 // of 512 ids), less above 8 shards (256 counters per summary in all, at
-// least 8 per shard: 112,056 bytes). On the check path an id in its
+// least 8 per shard: 112,088 bytes). On the check path an id in its
 // shard's front costs a look at four entries, one new to it the move of
 // the lightest of them into the summaries; neither allocates.
 func (s *System) Top(m topk.Metric, w topk.Window, n int, now time.Time) (TopKeys, error) {

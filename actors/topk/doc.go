@@ -29,7 +29,11 @@
 // goes into the summaries before the interval changes and before a View
 // merges the Sketch. The summaries see the same weights, in another
 // order, so the guarantees below hold as they are; repeated ids cost a
-// probe of one set instead of an update of one or two summaries.
+// probe of one set (a 64-byte line: the keys' tags and weights) instead
+// of an update of one or two summaries. In the front a key is known by
+// its tag, a seeded 64-bit hash of the id mixed with its label, not by
+// its id: two keys share one with probability 2^-64, by no choice of ids,
+// and their weights would then be counted as the first one's.
 //
 // # Windows
 //
@@ -62,8 +66,8 @@
 //   - Every key whose weight in the window exceeds Bound (hence every key
 //     above Total/Capacity) is a candidate (Top(-1)); every Count is at
 //     least the key's weight and at most Bound above it; every Min at most.
-//   - Memory is fixed at New: Bytes reports it, 356,920 bytes per Sketch
-//     at the default Capacity 32 without a front; in general 10,600 +
+//   - Memory is fixed at New: Bytes reports it, 356,952 bytes per Sketch
+//     at the default Capacity 32 without a front; in general 10,632 +
 //     90·(104·K + 8·I + 8·⌈K/64⌉) + 112·F bytes for Capacity K, I the
 //     index size (the power of two at least 2·K) and F the front's size
 //     (Config.Front rounded up to a power of two, or 0). An id is copied
@@ -76,10 +80,10 @@
 //     denial) a probe of a small index and an addition; a new key also
 //     takes the counter marked smallest, re-marking them by a scan of
 //     Capacity counts when none is left, and moves a few index slots.
-//     With a front, a key in it costs the hash, the interval's check and
-//     a look at four entries; one new to it, also the lightest entry's
-//     move to the summaries, as above; a change of interval, or a Merge,
-//     the move of the whole front.
+//     With a front, a key in it costs the hashes, the interval's check
+//     and a look at one line; one new to it, also the lightest key's move
+//     to the summaries, as above; a change of interval, or a Merge, the
+//     move of the whole front.
 //
 // # Non-guarantees
 //

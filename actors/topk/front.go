@@ -1,6 +1,9 @@
 package topk
 
-import "unsafe"
+import (
+	"math"
+	"unsafe"
+)
 
 // The front (Config.Front) is a small set-associative cache of the keys
 // observed last, each with the weight observed since it came in: an
@@ -13,6 +16,13 @@ import "unsafe"
 // every guarantee holds. Repeated ids then cost a probe of one set of the
 // front instead of two summaries; an id new to the front costs its
 // set's lightest key's move into the summaries.
+//
+// A set is one 64-byte line: its keys' tags and weights. A key is known in
+// the front by its tag alone, the caller's seeded 64-bit hash of the id
+// (see ObserveHashed) mixed with its label's identity, so that a repeat
+// reads one line and no id: two keys share a tag with probability 2^-64,
+// whatever the ids. The key itself (its id, label and Hash) sits apart,
+// written when it comes in and read when it leaves.
 
 // frontWays is how many keys one set of the front holds.
 const frontWays = 4
@@ -20,16 +30,32 @@ const frontWays = 4
 // MaxFront is the largest Config.Front.
 const MaxFront = 1 << 16
 
-// frontEntry is one key of the front and the weight observed for it since
-// it came in; hits 0 marks a free entry.
-type frontEntry struct {
-	hash          uint64
-	hits, denials uint64
-	label         string
-	key           key
+// maxFrontLabel is the longest label a key of the front may have: its
+// length is part of the tag's mix (labelMix), which it must not overflow.
+const maxFrontLabel = 1<<16 - 1
+
+// frontSet is one set of the front, a cache line: the tags of its keys
+// and the weights observed for them since they came in; hits 0 marks a
+// free way. Weights are 32-bit: a key leaves for the summaries before its
+// hits would pass 2^32-1, and a larger weight goes to them directly.
+type frontSet struct {
+	tags    [frontWays]uint64
+	hits    [frontWays]uint32
+	denials [frontWays]uint32
 }
 
-// frontSize returns the entries of a front of at least n keys: a power of
+// frontKey is the key in one way of the front: what it takes with it into
+// the summaries.
+type frontKey struct {
+	hash  uint64 // Hash(id)
+	label string
+	key   key
+}
+
+// frontEntryBytes is the memory of one key of the front.
+const frontEntryBytes = int(unsafe.Sizeof(frontSet{})/frontWays + unsafe.Sizeof(frontKey{}))
+
+// frontSize returns the keys of a front of at least n keys: a power of
 // two, at least frontWays.
 func frontSize(n int) int {
 	size := frontWays
@@ -39,44 +65,74 @@ func frontSize(n int) int {
 	return size
 }
 
-// frontAdd counts weight w for p in the front (by denials too if denied),
-// moving a key out to iv's summaries if p needs its place.
-func (s *Sketch) frontAdd(iv *interval, p *probe, w uint64, denied bool) {
-	ways := (*[frontWays]frontEntry)(s.front[int(p.hash>>48)&s.frontSets*frontWays:])
-	for i := range ways {
-		if e := &ways[i]; e.hash == p.hash && e.hits != 0 && sameString(e.label, p.label) && e.key.matches(p) {
-			e.hits = satAdd(e.hits, w)
+// labelMix is what a label adds to a tag: a bijection of its data's
+// address and its length (below 2^16), so that one id under two labels
+// never shares a tag. Labels live on (see Observe), so an address names
+// one label for the Sketch's life; the same text at two addresses is two
+// keys of the front, which the summaries merge.
+func labelMix(label string) uint64 {
+	p := uint64(uintptr(unsafe.Pointer(unsafe.StringData(label))))
+	return (p ^ uint64(len(label))<<48) * 0x9e3779b97f4a7c15
+}
+
+// frontAdd counts weight w for p (of tag tag) in the front, by denials too
+// if denied, moving a key out to iv's summaries if p needs its place.
+func (s *Sketch) frontAdd(iv *interval, p *probe, tag, w uint64, denied bool) {
+	if w > math.MaxUint32 || len(p.label) > maxFrontLabel {
+		s.summariesAdd(iv, p, w, denied)
+		return
+	}
+	si := int(tag>>48) & s.frontSets
+	set := &s.front[si]
+	for i := range set.tags {
+		if set.tags[i] == tag && set.hits[i] != 0 {
+			if uint64(set.hits[i])+w > math.MaxUint32 {
+				s.flushWay(iv, si, i)
+				break // taken in again below
+			}
+			set.hits[i] += uint32(w)
 			if denied {
-				e.denials = satAdd(e.denials, w)
+				set.denials[i] += uint32(w)
 			}
 			return
 		}
 	}
 	v := 0
 	for i := 1; i < frontWays; i++ {
-		if ways[i].hits < ways[v].hits {
-			v = i // the lightest goes; a free entry (0) first
+		if set.hits[i] < set.hits[v] {
+			v = i // the lightest goes; a free way (0) first
 		}
 	}
-	e := &ways[v]
-	if e.hits != 0 {
-		s.flushEntry(iv, e)
+	if set.hits[v] != 0 {
+		s.flushWay(iv, si, v)
 	}
-	e.hash, e.label, e.hits, e.denials = p.hash, p.label, w, 0
+	set.tags[v], set.hits[v], set.denials[v] = tag, uint32(w), 0
 	if denied {
-		e.denials = w
+		set.denials[v] = uint32(w)
 	}
-	e.key.set(p)
+	k := &s.frontKeys[si*frontWays+v]
+	k.hash, k.label = p.hash, p.label
+	k.key.set(p)
 }
 
-// flushEntry adds front entry e's weights to iv's summaries and frees it.
-func (s *Sketch) flushEntry(iv *interval, e *frontEntry) {
-	p := probe{hash: e.hash, label: e.label, key: &e.key}
-	iv.hits.add(&p, e.hits)
-	if e.denials != 0 {
-		iv.denials.add(&p, e.denials)
+// summariesAdd counts weight w for p in iv's summaries.
+func (s *Sketch) summariesAdd(iv *interval, p *probe, w uint64, denied bool) {
+	iv.hits.add(p, w)
+	if denied {
+		iv.denials.add(p, w)
 	}
-	e.hits, e.denials = 0, 0
+}
+
+// flushWay adds way i of set si's weights to iv's summaries and frees it.
+func (s *Sketch) flushWay(iv *interval, si, i int) {
+	set := &s.front[si]
+	k := &s.frontKeys[si*frontWays+i]
+	p := probe{hash: k.hash, label: k.label, key: &k.key}
+	iv.hits.add(&p, uint64(set.hits[i]))
+	if set.denials[i] != 0 {
+		iv.denials.add(&p, uint64(set.denials[i]))
+	}
+	set.hits[i], set.denials[i] = 0, 0
 }
 
 // flushFront moves every key of the front into the summaries of the
@@ -85,12 +141,16 @@ func (s *Sketch) flushFront() {
 	if s.cur == nil {
 		return // nothing observed yet
 	}
-	for i := range s.front {
-		if e := &s.front[i]; e.hits != 0 {
-			s.flushEntry(s.cur, e)
+	for si := range s.front {
+		for i := range frontWays {
+			if s.front[si].hits[i] != 0 {
+				s.flushWay(s.cur, si, i)
+			}
 		}
 	}
 }
 
 // frontBytes is the memory of the front.
-func (s *Sketch) frontBytes() int { return len(s.front) * int(unsafe.Sizeof(frontEntry{})) }
+func (s *Sketch) frontBytes() int {
+	return len(s.front)*int(unsafe.Sizeof(frontSet{})) + len(s.frontKeys)*int(unsafe.Sizeof(frontKey{}))
+}

@@ -3,6 +3,7 @@ package topk
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -29,16 +30,19 @@ func counts(v *View) []counted {
 func TestFront(t *testing.T) {
 	t.Parallel()
 	s := newFronted(t, 8, 4) // one set of four keys
-	if got, want := s.Bytes(), newSketch(t, 8).Bytes()+4*int(unsafe.Sizeof(frontEntry{})); got != want {
-		t.Errorf("Bytes %d, want %d (the front's four entries of %d bytes more)", got, want, unsafe.Sizeof(frontEntry{}))
+	if got, want := s.Bytes(), newSketch(t, 8).Bytes()+int(unsafe.Sizeof(frontSet{}))+4*int(unsafe.Sizeof(frontKey{})); got != want {
+		t.Errorf("Bytes %d, want %d (the front's set and its four keys more)", got, want)
+	}
+	if got := unsafe.Sizeof(frontSet{}); got != 64 {
+		t.Errorf("a set of the front takes %d bytes, want one 64-byte line", got)
 	}
 	for i, w := range []int64{10, 20, 30, 40} {
 		s.Observe(fmt.Sprint("k", i+1), "r", w, i == 3, t0)
 	}
 	s.Observe("k5", "r", 1, true, t0) // the front is full: k1 (10) leaves it
 	s.Observe("k2", "r", 2, false, t0)
-	if got := s.front; got[0].key.n != 2 || string(got[0].key.id[:2]) != "k5" || got[0].hits != 1 {
-		t.Errorf("the lightest key's entry: %+v, want k5's", got[0])
+	if k := s.frontKeys[0]; k.key.n != 2 || string(k.key.id[:2]) != "k5" || s.front[0].hits[0] != 1 {
+		t.Errorf("the lightest key's way: %+v with %d hits, want k5's with 1", k, s.front[0].hits[0])
 	}
 	want := []counted{{"k4", 40}, {"k3", 30}, {"k2", 22}, {"k1", 10}, {"k5", 1}}
 	if got := counts(top(Hits, Minute, true, t0, s)); !slices.Equal(got, want) {
@@ -47,9 +51,9 @@ func TestFront(t *testing.T) {
 	if got, want := counts(top(Denials, Minute, true, t0, s)), []counted{{"k4", 40}, {"k5", 1}}; !slices.Equal(got, want) {
 		t.Errorf("by denials: %+v, want %+v", got, want)
 	}
-	for _, e := range s.front {
-		if e.hits != 0 {
-			t.Errorf("after a Merge the front holds %+v", e)
+	for _, set := range s.front {
+		if set.hits != [frontWays]uint32{} || set.denials != [frontWays]uint32{} {
+			t.Errorf("after a Merge the front holds %+v", set)
 		}
 	}
 
@@ -73,13 +77,47 @@ func TestFrontConfig(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ front, size int }{{0, 0}, {1, 4}, {4, 4}, {5, 8}, {512, 512}, {MaxFront, MaxFront}} {
 		s, err := New(Config{Front: c.front})
-		if err != nil || len(s.front) != c.size {
-			t.Errorf("Front %d: %d entries, %v; want %d", c.front, len(s.front), err, c.size)
+		if err != nil || len(s.frontKeys) != c.size || len(s.front)*frontWays != c.size {
+			t.Errorf("Front %d: %d keys in %d sets, %v; want %d keys", c.front, len(s.frontKeys), len(s.front), err, c.size)
 		}
 	}
 	for _, f := range []int{-1, MaxFront + 1} {
 		if _, err := New(Config{Front: f}); err == nil {
 			t.Errorf("Front %d: no error", f)
 		}
+	}
+}
+
+// TestFrontLargeWeights: the front's 32-bit weights never wrap: a key
+// about to pass 2^32-1 goes to the summaries first, and a weight above it
+// goes there directly, so the counts stay exact.
+func TestFrontLargeWeights(t *testing.T) {
+	t.Parallel()
+	s := newFronted(t, 8, 4)
+	const big = 3_000_000_000 // below 2^32, twice above it
+	s.Observe("a", "r", big, false, t0)
+	s.Observe("a", "r", big, true, t0)
+	s.Observe("b", "r", 1<<33, true, t0)
+	s.Observe("b", "r", 5, false, t0)
+	if got, want := counts(top(Hits, Minute, true, t0, s)), []counted{{"b", 1<<33 + 5}, {"a", 2 * big}}; !slices.Equal(got, want) {
+		t.Errorf("by hits: %+v, want %+v", got, want)
+	}
+	if got, want := counts(top(Denials, Minute, true, t0, s)), []counted{{"b", 1 << 33}, {"a", big}}; !slices.Equal(got, want) {
+		t.Errorf("by denials: %+v, want %+v", got, want)
+	}
+}
+
+// TestFrontLabels: one id under two labels is two keys in the front, and
+// one label's text at two addresses is one key once merged.
+func TestFrontLabels(t *testing.T) {
+	t.Parallel()
+	s := newFronted(t, 8, 8)
+	r1, r2 := strings.Clone("rule"), strings.Clone("rule")
+	s.Observe("id", r1, 3, false, t0)
+	s.Observe("id", r2, 4, false, t0)
+	s.Observe("id", "other", 5, false, t0)
+	got := top(Hits, Minute, true, t0, s).Top(-1)
+	if len(got) != 2 || got[0].Label != "rule" || got[0].Count != 7 || got[1].Label != "other" || got[1].Count != 5 {
+		t.Errorf("got %+v, want id under rule with 7 hits, then under other with 5", got)
 	}
 }

@@ -3,6 +3,7 @@ package topk
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"time"
 	"unsafe"
@@ -113,11 +114,15 @@ type Sketch struct {
 	ents   []entry
 	index  []uint64
 	atMin  []uint64
-	// The front (Config.Front), in sets of frontWays entries; the set of
-	// a hash is its top 16 bits (MaxFront/frontWays sets at most) masked
-	// with frontSets, the number of sets less one.
-	front     []frontEntry
+	// The front (Config.Front): its sets, and the keys of their ways
+	// (set i's in frontKeys[i*frontWays:]); the set of a tag is its top 16
+	// bits (MaxFront/frontWays sets at most) masked with frontSets, the
+	// number of sets less one.
+	front     []frontSet
+	frontKeys []frontKey
 	frontSets int
+	// seed makes Observe's tags (see ObserveHashed).
+	seed maphash.Seed
 }
 
 // New returns an empty Sketch; the error, for a Config out of range,
@@ -137,6 +142,7 @@ func New(cfg Config) (*Sketch, error) {
 	s := &Sketch{
 		capacity: k,
 		latest:   noStamp,
+		seed:     maphash.MakeSeed(),
 		until:    math.MinInt64,
 		counts:   make([]uint64, summaryBlocks*k),
 		ents:     make([]entry, summaryBlocks*k),
@@ -145,7 +151,8 @@ func New(cfg Config) (*Sketch, error) {
 	}
 	if cfg.Front > 0 {
 		size := frontSize(cfg.Front)
-		s.front = make([]frontEntry, size)
+		s.front = make([]frontSet, size/frontWays)
+		s.frontKeys = make([]frontKey, size)
 		s.frontSets = size/frontWays - 1
 	}
 	n := 0
@@ -195,20 +202,30 @@ func (s *Sketch) Bytes() int {
 // keeps label itself, not a copy, so it should be a string that lives on
 // anyway (a rule's name); it copies at most IDBytes bytes of id.
 //
-// A key already tracked costs one hash of the id and, per summary, a probe
-// and an addition; a new key also takes over the smallest counter (see the
+// A key already tracked costs one hash of the id (two with a front: the
+// tag, under a seed of the Sketch's) and, per summary, a probe and an
+// addition; a new key also takes over the smallest counter (see the
 // package documentation). Observe never allocates. A now earlier than one
 // already seen counts in the latest interval, so a clock stepping back
 // never reopens one.
 func (s *Sketch) Observe(id, label string, hits int64, denied bool, now time.Time) {
-	s.ObserveHashed(Hash(id), id, label, hits, denied, now)
+	var tag uint64
+	if s.front != nil {
+		tag = maphash.String(s.seed, id)
+	}
+	s.ObserveHashed(Hash(id), tag, id, label, hits, denied, now)
 }
 
 // ObserveHashed is Observe for a caller that has hashed id already: hash
-// must be Hash(id), which it saves computing again. The hash is not
-// seeded, so ids made to collide can lengthen a probe, never beyond the
-// index of a summary (twice its counters).
-func (s *Sketch) ObserveHashed(hash uint64, id, label string, hits int64, denied bool, now time.Time) {
+// must be Hash(id), which it saves computing again, and tag a seeded
+// 64-bit hash of id (such as maphash under a seed of the caller's), by
+// which the front tells keys apart without reading their ids. Ids under
+// one tag are one key of the front, so tag must not be a hash that ids
+// can be chosen to collide under; it need not stay the same for an id
+// (two tags of one id are two keys of the front, which the summaries
+// merge). Hash is not seeded, so ids made to collide can lengthen a
+// probe of a summary, never beyond its index (twice its counters).
+func (s *Sketch) ObserveHashed(hash, tag uint64, id, label string, hits int64, denied bool, now time.Time) {
 	if hits <= 0 {
 		return
 	}
@@ -218,13 +235,10 @@ func (s *Sketch) ObserveHashed(hash uint64, id, label string, hits int64, denied
 		iv = s.current(ns)
 	}
 	if s.front != nil {
-		s.frontAdd(iv, &p, uint64(hits), denied)
+		s.frontAdd(iv, &p, tag^labelMix(label), uint64(hits), denied)
 		return
 	}
-	iv.hits.add(&p, uint64(hits))
-	if denied {
-		iv.denials.add(&p, uint64(hits))
-	}
+	s.summariesAdd(iv, &p, uint64(hits), denied)
 }
 
 // current returns the interval of now (or of the latest one written, if
