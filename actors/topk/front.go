@@ -52,9 +52,6 @@ type frontKey struct {
 	key   key
 }
 
-// frontEntryBytes is the memory of one key of the front.
-const frontEntryBytes = int(unsafe.Sizeof(frontSet{})/frontWays + unsafe.Sizeof(frontKey{}))
-
 // frontSize returns the keys of a front of at least n keys: a power of
 // two, at least frontWays.
 func frontSize(n int) int {
