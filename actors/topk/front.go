@@ -72,6 +72,26 @@ func labelMix(label string) uint64 {
 	return (p ^ uint64(len(label))<<48) * 0x9e3779b97f4a7c15
 }
 
+// frontHit adds weight w (by denials too if denied) to the key of tag in
+// the front and reports whether it did: not when the key is not there,
+// nor when its weight would pass 2^32-1 (frontAdd then takes it).
+func (s *Sketch) frontHit(tag, w uint64, denied bool) bool {
+	set := &s.front[int(tag>>48)&s.frontSets]
+	for i := range set.tags {
+		if set.tags[i] == tag && set.hits[i] != 0 {
+			if uint64(set.hits[i])+w > math.MaxUint32 {
+				return false
+			}
+			set.hits[i] += uint32(w)
+			if denied {
+				set.denials[i] += uint32(w)
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // frontAdd counts weight w for p (of tag tag) in the front, by denials too
 // if denied, moving a key out to iv's summaries if p needs its place.
 func (s *Sketch) frontAdd(iv *interval, p *probe, tag, w uint64, denied bool) {

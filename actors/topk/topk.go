@@ -229,16 +229,19 @@ func (s *Sketch) ObserveHashed(hash, tag uint64, id, label string, hits int64, d
 	if hits <= 0 {
 		return
 	}
-	p := probe{hash: hash, id: id, label: label}
 	iv := s.cur
 	if ns := now.UnixNano(); ns >= s.until {
 		iv = s.current(ns)
 	}
 	if s.front != nil {
-		s.frontAdd(iv, &p, tag^labelMix(label), uint64(hits), denied)
+		tag ^= labelMix(label)
+		if s.frontHit(tag, uint64(hits), denied) {
+			return // most repeats: one line read, no probe made
+		}
+		s.frontAdd(iv, &probe{hash: hash, id: id, label: label}, tag, uint64(hits), denied)
 		return
 	}
-	s.summariesAdd(iv, &p, uint64(hits), denied)
+	s.summariesAdd(iv, &probe{hash: hash, id: id, label: label}, uint64(hits), denied)
 }
 
 // current returns the interval of now (or of the latest one written, if
