@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,5 +282,42 @@ func TestBatchesAndSinglesStayExactAtBoundaries(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAppendCheckAll: the decisions go after what dst holds, into its
+// memory when it has room, and are CheckAll's; an invalid batch leaves
+// dst as it was and counts nothing.
+func TestAppendCheckAll(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, Config{})
+	ctx := context.Background()
+	reqs := []table.Request{
+		{ID: "append-a", Policy: table.Policy{Scale: time.Minute, Limit: 2}, Hits: 1},
+		{ID: "append-b", Policy: table.Policy{Scale: time.Minute, Limit: 2}, Hits: 2},
+	}
+	marker := table.Decision{Count: -7}
+	dst := append(make([]table.Decision, 0, 8), marker)
+	got, allowed, err := s.AppendCheckAll(ctx, dst, reqs)
+	if err != nil || !allowed || len(got) != 3 || got[0] != marker || &got[0] != &dst[0] {
+		t.Fatalf("got %+v, %v, %v; want the marker then two decisions, in dst's memory", got, allowed, err)
+	}
+	if got[1].Count != 1 || got[1].Remaining != 1 || got[2].Count != 2 || got[2].Remaining != 0 {
+		t.Errorf("decisions %+v, want counts 1 and 2", got[1:])
+	}
+	// Denied: b is full; nothing is counted, the decisions still come.
+	got, allowed, err = s.AppendCheckAll(ctx, got[:1], reqs)
+	if err != nil || allowed || len(got) != 3 || got[2].Allowed {
+		t.Fatalf("a denied batch: %+v, %v, %v", got, allowed, err)
+	}
+	bad := append(slices.Clone(reqs), table.Request{ID: "", Policy: table.Policy{Scale: time.Minute, Limit: 2}, Hits: 1})
+	got, allowed, err = s.AppendCheckAll(ctx, dst, bad)
+	var ie *table.IndexError
+	if !errors.As(err, &ie) || ie.Index != 2 || allowed || len(got) != 1 || got[0] != marker {
+		t.Fatalf("an invalid batch: %+v, %v, %v; want dst as it was and an IndexError of check 2", got, allowed, err)
+	}
+	d, err := s.Check(ctx, table.Request{ID: "append-a", Policy: reqs[0].Policy})
+	if err != nil || d.Count != 1 {
+		t.Errorf("a peek of append-a after: %+v, %v; want count 1 (the first batch's hit only)", d, err)
 	}
 }

@@ -462,25 +462,43 @@ const MaxCheckAll = table.MaxBatch
 // Once the shards are held, the checks are not cancelled by ctx: an
 // all-or-nothing outcome needs every answer.
 func (s *System) CheckAll(ctx context.Context, reqs []table.Request) ([]table.Decision, bool, error) {
+	return s.AppendCheckAll(ctx, nil, reqs)
+}
+
+// AppendCheckAll is CheckAll that appends the decisions to dst and returns
+// the extended slice, so that a caller reusing its buffer allocates
+// nothing per batch. Where CheckAll returns no decisions (an error before
+// the checks are decided), it returns dst as it was.
+func (s *System) AppendCheckAll(ctx context.Context, dst []table.Decision, reqs []table.Request) ([]table.Decision, bool, error) {
 	if len(reqs) == 0 || len(reqs) > MaxCheckAll {
-		return nil, false, &table.FieldError{Field: "checks", Message: table.MsgBatchSize}
+		return dst, false, &table.FieldError{Field: "checks", Message: table.MsgBatchSize}
 	}
 	for i := range reqs {
 		if err := reqs[i].Validate(); err != nil {
 			var fe *table.FieldError
 			if errors.As(err, &fe) {
-				return nil, false, &table.IndexError{Index: i, Err: fe}
+				return dst, false, &table.IndexError{Index: i, Err: fe}
 			}
-			return nil, false, err
+			return dst, false, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, false, err
+		return dst, false, err
 	}
 	if s.cl != nil {
-		return s.cl.checkAll(ctx, reqs)
+		decs, allowed, err := s.cl.checkAll(ctx, reqs)
+		if dst == nil || decs == nil {
+			return decs, allowed, err
+		}
+		return append(dst, decs...), allowed, err
 	}
-	return s.checkAllLocal(ctx, reqs, nil)
+	n := len(dst)
+	out := slices.Grow(dst, len(reqs))[:n+len(reqs)]
+	allowed, decided, err := s.checkAllLocalInto(ctx, reqs, nil, out[n:])
+	if !decided {
+		return dst, false, err
+	}
+	return out, allowed, err
 }
 
 // allStack is the largest CheckAll whose bookkeeping checkAllLocal keeps
@@ -491,6 +509,18 @@ const allStack = 128
 // (the unit, with its vshards and epochs) is fenced once its shards are
 // held, and told where each check's hits were counted.
 func (s *System) checkAllLocal(ctx context.Context, reqs []table.Request, a *allCall) ([]table.Decision, bool, error) {
+	decs := make([]table.Decision, len(reqs))
+	allowed, decided, err := s.checkAllLocalInto(ctx, reqs, a, decs)
+	if !decided {
+		return nil, false, err
+	}
+	return decs, allowed, err
+}
+
+// checkAllLocalInto is checkAllLocal with the decisions into decs, of
+// len(reqs); decided is false when it returns before deciding (the
+// decisions are then not made).
+func (s *System) checkAllLocalInto(ctx context.Context, reqs []table.Request, a *allCall, decs []table.Decision) (allowed, decided bool, err error) {
 	// order holds shard<<32 | index of each request: sorted, it lists the
 	// requests shard by shard, each shard's in their order. Both it and
 	// held live on the stack for a batch of up to allStack requests.
@@ -511,10 +541,10 @@ func (s *System) checkAllLocal(ctx context.Context, reqs []table.Request, a *all
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, false, err
+		return false, false, err
 	}
 	if err := s.hold(held); err != nil {
-		return nil, false, err
+		return false, false, err
 	}
 	var wins []int64
 	if a != nil {
@@ -522,17 +552,16 @@ func (s *System) checkAllLocal(ctx context.Context, reqs []table.Request, a *all
 			for _, sh := range held {
 				sh.mu.Unlock()
 			}
-			return nil, false, err
+			return false, false, err
 		}
 		wins = make([]int64, len(reqs))
 		a.wins = wins
 	}
-	decs := make([]table.Decision, len(reqs))
-	allowed, err := s.decideAll(held, order, reqs, decs, wins)
+	allowed, err = s.decideAll(held, order, reqs, decs, wins)
 	if a != nil && err == nil {
 		err = s.cl.lapsedErr()
 	}
-	return decs, allowed, err
+	return allowed, true, err
 }
 
 // Stats returns a snapshot of the system's counters.

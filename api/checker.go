@@ -36,6 +36,28 @@ type Reserver interface {
 	Reserve(ctx context.Context, req table.Request) (table.Reservation, error)
 }
 
+// BatchAppender is a Checker whose CheckAll can append its decisions to a
+// slice of the caller's (nil is a fresh one) instead of a new one, so that
+// a transport reusing its buffers allocates nothing per batch; where
+// CheckAll returns no decisions it returns dst as it was. *actors.System
+// is one.
+type BatchAppender interface {
+	AppendCheckAll(ctx context.Context, dst []table.Decision, reqs []table.Request) ([]table.Decision, bool, error)
+}
+
+// AppendCheckAll is c's CheckAll with its decisions appended to dst:
+// through BatchAppender when c is one, else copied from CheckAll's.
+func AppendCheckAll(ctx context.Context, c Checker, dst []table.Decision, reqs []table.Request) ([]table.Decision, bool, error) {
+	if a, ok := c.(BatchAppender); ok {
+		return a.AppendCheckAll(ctx, dst, reqs)
+	}
+	ds, allowed, err := c.CheckAll(ctx, reqs)
+	if ds == nil {
+		return dst, allowed, err
+	}
+	return append(dst, ds...), allowed, err
+}
+
 // Class is what an error of a Checker means to its client.
 type Class uint8
 

@@ -80,6 +80,7 @@ type batchBuf struct {
 	ps   []httpwire.Params
 	as   []httpwire.Answer
 	reqs []table.Request
+	decs []table.Decision
 }
 
 // NewHandler returns the HTTP handler of ratelimitd: GET and POST
@@ -259,7 +260,8 @@ func (h *handler) checkBatch(w http.ResponseWriter, r *http.Request, ps []httpwi
 	ctx := r.Context()
 	allowed := true
 	if len(enforced) > 0 {
-		ds, ok, err := h.checker.CheckAll(ctx, enforced)
+		ds, ok, err := api.AppendCheckAll(ctx, h.checker, buf.decs[:0], enforced)
+		buf.decs = ds
 		if err == nil && len(ds) != len(enforced) {
 			err = fmt.Errorf("CheckAll returned %d decisions for %d checks", len(ds), len(enforced))
 		}

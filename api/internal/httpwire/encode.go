@@ -173,6 +173,34 @@ func (rs *Responder) WriteDecision(w http.ResponseWriter, a *Answer, refund bool
 // a shadow rule's denial, which also gets "shadow_denied":true; "rule" is
 // there for a check by rule.
 func appendDecisionJSON(b []byte, a *Answer) []byte {
+	var nums batchNums
+	return nums.appendDecision(b, a)
+}
+
+// batchNums keeps the text of the numbers of a batch's answers that
+// mostly repeat from one answer to the next (limit, reset, retry), so that
+// each is formatted once per change, not once per answer.
+type batchNums struct {
+	limit, reset, retry numText
+}
+
+// numText is the decimal text of the last value it was asked for.
+type numText struct {
+	v   int64
+	n   uint8 // the text's length; 0 before the first value
+	txt [20]byte
+}
+
+// append appends the decimal text of v to b.
+func (c *numText) append(b []byte, v int64) []byte {
+	if c.n == 0 || c.v != v {
+		c.v, c.n = v, uint8(len(strconv.AppendInt(c.txt[:0], v, 10)))
+	}
+	return append(b, c.txt[:c.n]...)
+}
+
+// appendDecision is appendDecisionJSON with the repeated numbers from nums.
+func (nums *batchNums) appendDecision(b []byte, a *Answer) []byte {
 	d := &a.D
 	if d.Allowed || a.Shadow {
 		b = append(b, `{"allowed":true,"id":`...)
@@ -187,13 +215,13 @@ func appendDecisionJSON(b []byte, a *Answer) []byte {
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, d.Count, 10)
 	b = append(b, `,"limit":`...)
-	b = strconv.AppendInt(b, d.Limit, 10)
+	b = nums.limit.append(b, d.Limit)
 	b = append(b, `,"remaining":`...)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	b = append(b, `,"reset_ms":`...)
-	b = strconv.AppendInt(b, api.Ceil(d.ResetAfter, time.Millisecond), 10)
+	b = nums.reset.append(b, api.Ceil(d.ResetAfter, time.Millisecond))
 	b = append(b, `,"retry_after_ms":`...)
-	b = strconv.AppendInt(b, api.Ceil(d.RetryAfter, time.Millisecond), 10)
+	b = nums.retry.append(b, api.Ceil(d.RetryAfter, time.Millisecond))
 	if a.ShadowDenied() {
 		b = append(b, `,"shadow_denied":true`...)
 	}
@@ -306,11 +334,12 @@ func (rs *Responder) WriteBatch(w http.ResponseWriter, as []Answer, allowed bool
 	b = append(b[:0], `{"allowed":`...)
 	b = strconv.AppendBool(b, allowed)
 	b = append(b, `,"checks":[`...)
+	var nums batchNums
 	for i := range as {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendDecisionJSON(b, &as[i])
+		b = nums.appendDecision(b, &as[i])
 	}
 	b = append(b, "]}"...)
 	w.WriteHeader(status)
