@@ -493,7 +493,12 @@ func (s *System) AppendCheckAll(ctx context.Context, dst []table.Decision, reqs 
 		return append(dst, decs...), allowed, err
 	}
 	n := len(dst)
-	out := slices.Grow(dst, len(reqs))[:n+len(reqs)]
+	out := dst
+	if cap(out)-n < len(reqs) {
+		out = make([]table.Decision, n, n+len(reqs)) // one allocation, race detector or not
+		copy(out, dst)
+	}
+	out = out[:n+len(reqs)]
 	allowed, decided, err := s.checkAllLocalInto(ctx, reqs, nil, out[n:])
 	if !decided {
 		return dst, false, err
