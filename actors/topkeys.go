@@ -127,9 +127,9 @@ var views = sync.Pool{New: func() any { return new(topk.View) }}
 //
 // Each shard's sketch is read holding the shard, as briefly as a small
 // batch; the ranking is made after. The sketches take fixed memory: at
-// most 414,296 bytes per shard (topk.DefaultCapacity counters and a front
+// most 414,328 bytes per shard (topk.DefaultCapacity counters and a front
 // of 512 ids), less above 8 shards (256 counters per summary in all, at
-// least 8 per shard: 112,088 bytes). On the check path an id in its
+// least 8 per shard: 112,120 bytes). On the check path an id in its
 // shard's front costs a look at four entries, one new to it the move of
 // the lightest of them into the summaries; neither allocates.
 func (s *System) Top(m topk.Metric, w topk.Window, n int, now time.Time) (TopKeys, error) {

@@ -66,8 +66,8 @@
 //   - Every key whose weight in the window exceeds Bound (hence every key
 //     above Total/Capacity) is a candidate (Top(-1)); every Count is at
 //     least the key's weight and at most Bound above it; every Min at most.
-//   - Memory is fixed at New: Bytes reports it, 356,952 bytes per Sketch
-//     at the default Capacity 32 without a front; in general 10,632 +
+//   - Memory is fixed at New: Bytes reports it, 356,984 bytes per Sketch
+//     at the default Capacity 32 without a front; in general 10,664 +
 //     90·(104·K + 8·I + 8·⌈K/64⌉) + 112·F bytes for Capacity K, I the
 //     index size (the power of two at least 2·K) and F the front's size
 //     (Config.Front rounded up to a power of two, or 0). An id is copied

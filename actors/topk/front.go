@@ -1,6 +1,7 @@
 package topk
 
 import (
+	"hash/maphash"
 	"math"
 	"unsafe"
 )
@@ -19,20 +20,17 @@ import (
 //
 // A set is one 64-byte line: its keys' tags and weights. A key is known in
 // the front by its tag alone, the caller's seeded 64-bit hash of the id
-// (see ObserveHashed) mixed with its label's identity, so that a repeat
-// reads one line and no id: two keys share a tag with probability 2^-64,
-// whatever the ids. The key itself (its id, label and Hash) sits apart,
-// written when it comes in and read when it leaves.
+// (see ObserveHashed) mixed with a seeded hash of its label (labelMix), so
+// that a repeat reads one line and no id: two keys share a tag with
+// probability 2^-64, whatever the ids and labels. The key itself (its id,
+// label and Hash) sits apart, written when it comes in and read when it
+// leaves.
 
 // frontWays is how many keys one set of the front holds.
 const frontWays = 4
 
 // MaxFront is the largest Config.Front.
 const MaxFront = 1 << 16
-
-// maxFrontLabel is the longest label a key of the front may have: its
-// length is part of the tag's mix (labelMix), which it must not overflow.
-const maxFrontLabel = 1<<16 - 1
 
 // frontSet is one set of the front, a cache line: the tags of its keys
 // and the weights observed for them since they came in; hits 0 marks a
@@ -62,14 +60,13 @@ func frontSize(n int) int {
 	return size
 }
 
-// labelMix is what a label adds to a tag: a bijection of its data's
-// address and its length (below 2^16), so that one id under two labels
-// never shares a tag. Labels live on (see Observe), so an address names
-// one label for the Sketch's life; the same text at two addresses is two
-// keys of the front, which the summaries merge.
-func labelMix(label string) uint64 {
-	p := uint64(uintptr(unsafe.Pointer(unsafe.StringData(label))))
-	return (p ^ uint64(len(label))<<48) * 0x9e3779b97f4a7c15
+// labelMix returns what label adds to a tag: its seeded hash, kept for the
+// last label seen, as most checks of a shard share a few labels.
+func (s *Sketch) labelMix(label string) uint64 {
+	if !sameString(label, s.lastLabel) || !s.mixed {
+		s.lastLabel, s.lastMix, s.mixed = label, maphash.String(s.seed, label), true
+	}
+	return s.lastMix
 }
 
 // frontHit adds weight w (by denials too if denied) to the key of tag in
@@ -95,7 +92,7 @@ func (s *Sketch) frontHit(tag, w uint64, denied bool) bool {
 // frontAdd counts weight w for p (of tag tag) in the front, by denials too
 // if denied, moving a key out to iv's summaries if p needs its place.
 func (s *Sketch) frontAdd(iv *interval, p *probe, tag, w uint64, denied bool) {
-	if w > math.MaxUint32 || len(p.label) > maxFrontLabel {
+	if w > math.MaxUint32 {
 		s.summariesAdd(iv, p, w, denied)
 		return
 	}

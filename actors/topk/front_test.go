@@ -108,7 +108,8 @@ func TestFrontLargeWeights(t *testing.T) {
 }
 
 // TestFrontLabels: one id under two labels is two keys in the front, and
-// one label's text at two addresses is one key once merged.
+// one label's text at two addresses (a label decoded afresh for each
+// check) is one key there.
 func TestFrontLabels(t *testing.T) {
 	t.Parallel()
 	s := newFronted(t, 8, 8)
@@ -116,8 +117,20 @@ func TestFrontLabels(t *testing.T) {
 	s.Observe("id", r1, 3, false, t0)
 	s.Observe("id", r2, 4, false, t0)
 	s.Observe("id", "other", 5, false, t0)
+	s.Observe("id", r2, 1, false, t0)
+	used := 0
+	for _, set := range s.front {
+		for _, h := range set.hits {
+			if h != 0 {
+				used++
+			}
+		}
+	}
+	if used != 2 {
+		t.Errorf("the front holds %d keys, want 2: id under rule, under other", used)
+	}
 	got := top(Hits, Minute, true, t0, s).Top(-1)
-	if len(got) != 2 || got[0].Label != "rule" || got[0].Count != 7 || got[1].Label != "other" || got[1].Count != 5 {
-		t.Errorf("got %+v, want id under rule with 7 hits, then under other with 5", got)
+	if len(got) != 2 || got[0].Label != "rule" || got[0].Count != 8 || got[1].Label != "other" || got[1].Count != 5 {
+		t.Errorf("got %+v, want id under rule with 8 hits, then under other with 5", got)
 	}
 }

@@ -121,8 +121,12 @@ type Sketch struct {
 	front     []frontSet
 	frontKeys []frontKey
 	frontSets int
-	// seed makes Observe's tags (see ObserveHashed).
-	seed maphash.Seed
+	// seed makes Observe's tags (see ObserveHashed) and the labels'
+	// part of them; lastMix is lastLabel's (labelMix), once mixed is set.
+	seed      maphash.Seed
+	lastLabel string
+	lastMix   uint64
+	mixed     bool
 }
 
 // New returns an empty Sketch; the error, for a Config out of range,
@@ -234,7 +238,7 @@ func (s *Sketch) ObserveHashed(hash, tag uint64, id, label string, hits int64, d
 		iv = s.current(ns)
 	}
 	if s.front != nil {
-		tag ^= labelMix(label)
+		tag ^= s.labelMix(label)
 		if s.frontHit(tag, uint64(hits), denied) {
 			return // most repeats: one line read, no probe made
 		}

@@ -329,7 +329,7 @@ func TestNewConfig(t *testing.T) {
 // (AllocsPerRun refuses to run in parallel.)
 func TestMemoryFixed(t *testing.T) {
 	for _, c := range []struct{ capacity, bytes int }{
-		{0, 356_952}, {1, 10_632 + 90*(104+8*2+8)}, {64, 10_632 + 90*(104*64+8*128+8)}, {100, 10_632 + 90*(104*100+8*256+8*2)},
+		{0, 356_984}, {1, 10_664 + 90*(104+8*2+8)}, {64, 10_664 + 90*(104*64+8*128+8)}, {100, 10_664 + 90*(104*100+8*256+8*2)},
 	} {
 		if got := newSketch(t, c.capacity).Bytes(); got != c.bytes {
 			t.Errorf("Capacity %d: Bytes %d, want %d", c.capacity, got, c.bytes)
