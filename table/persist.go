@@ -203,6 +203,7 @@ func (t *Table) Pending() int { return len(t.changed) + len(t.deleted) }
 // changes nothing. The references records bind (see Changes) hold from
 // record to record, until RestoreDone.
 func (t *Table) Restore(rec []byte, now time.Time) error {
+	t.refs.budget += uint64(len(rec))
 	if err := decodeRecordInto(rec, &t.dec, func(*decoded) error { return nil }); err != nil {
 		return err
 	}
@@ -295,10 +296,16 @@ func (t *Table) restoreRef(d *decoded) {
 // references is bound to, and back. References are the writer's slots,
 // dense from 1: they go in a slice, but for the few far beyond what it
 // holds, which go in a map, so that no record can make it allocate much.
+// The slice may reach as far as twice its length, or as many references
+// as bytes were replayed: a snapshot, whose references descend from the
+// largest, then has them in the slice once its records pass that many
+// bytes (a bucket's put takes more than one), at four bytes of slice per
+// byte of journal at most.
 type refMap struct {
 	dense  []uint32 // slot+1 by reference; 0: unbound
 	sparse map[uint64]uint32
 	back   []uint64 // reference by slot; 0: none
+	budget uint64   // bytes of records restored
 }
 
 // refSlot returns the slot ref is bound to.
@@ -316,7 +323,7 @@ func (t *Table) refSlot(ref uint64) (uint32, bool) {
 // setRef binds ref to slot+1 (0 unbinds it).
 func (t *Table) setRef(ref uint64, v uint32) {
 	m := &t.refs
-	if ref >= uint64(len(m.dense)) && ref <= 2*uint64(len(m.dense))+4096 {
+	if ref >= uint64(len(m.dense)) && (ref <= 2*uint64(len(m.dense))+4096 || ref < m.budget) {
 		m.dense = append(m.dense, make([]uint32, ref+1-uint64(len(m.dense)))...)
 		// References bound while they were beyond the slice move into it.
 		for r, sv := range m.sparse {
