@@ -204,19 +204,29 @@ func (t *Table) Pending() int { return len(t.changed) + len(t.deleted) }
 // record to record, until RestoreDone.
 func (t *Table) Restore(rec []byte, now time.Time) error {
 	t.refs.budget += uint64(len(rec))
-	if err := decodeRecordInto(rec, &t.dec, func(*decoded) error { return nil }); err != nil {
-		return err
-	}
-	return decodeRecordInto(rec, &t.dec, func(d *decoded) error {
-		t.restore(d, now)
+	// Taken apart whole before any entry is applied, so that a record that
+	// does not decode changes nothing; into a buffer the table keeps, so
+	// that it is decoded once and a replay allocates per record size, not
+	// per bucket.
+	t.decs = t.decs[:0]
+	err := decodeRecordInto(rec, &t.dec, func(d *decoded) error {
+		t.decs = append(t.decs, *d)
 		return nil
 	})
+	if err == nil {
+		for i := range t.decs {
+			t.restore(&t.decs[i], now)
+		}
+	}
+	clear(t.decs) // their strings share the record's memory
+	t.dec = decoded{}
+	return err
 }
 
 // RestoreDone ends a replay: it forgets the references the records bound,
 // which no later record of this table's own may name (its Changes bind
-// their own).
-func (t *Table) RestoreDone() { t.refs = refMap{} }
+// their own), and the replay's buffer.
+func (t *Table) RestoreDone() { t.refs, t.decs = refMap{}, nil }
 
 // restore applies one decoded entry.
 func (t *Table) restore(d *decoded, now time.Time) {
