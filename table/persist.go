@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // This file is what a journal needs from the table: the buckets each batch
@@ -205,28 +206,73 @@ func (t *Table) Pending() int { return len(t.changed) + len(t.deleted) }
 func (t *Table) Restore(rec []byte, now time.Time) error {
 	t.refs.budget += uint64(len(rec))
 	// Taken apart whole before any entry is applied, so that a record that
-	// does not decode changes nothing; into a buffer the table keeps, so
+	// does not decode changes nothing; into buffers the table keeps, so
 	// that it is decoded once and a replay allocates per record size, not
 	// per bucket.
-	t.decs = t.decs[:0]
+	t.pend, t.pendKeys = t.pend[:0], t.pendKeys[:0]
 	err := decodeRecordInto(rec, &t.dec, func(d *decoded) error {
-		t.decs = append(t.decs, *d)
+		t.pend = append(t.pend, t.pending(rec, d))
 		return nil
 	})
 	if err == nil {
-		for i := range t.decs {
-			t.restore(&t.decs[i], now)
+		var d decoded
+		for i := range t.pend {
+			t.unpend(rec, &t.pend[i], &d)
+			t.restore(&d, now)
 		}
 	}
-	clear(t.decs) // their strings share the record's memory
+	clear(t.pendKeys) // their namespaces share the record's memory
 	t.dec = decoded{}
 	return err
 }
 
 // RestoreDone ends a replay: it forgets the references the records bound,
 // which no later record of this table's own may name (its Changes bind
-// their own), and the replay's buffer.
-func (t *Table) RestoreDone() { t.refs, t.decs = refMap{}, nil }
+// their own), and the replay's buffers.
+func (t *Table) RestoreDone() { t.refs, t.pend, t.pendKeys = refMap{}, nil, nil }
+
+// pendingEntry is an entry of the record Restore is applying, as
+// decodeRecord took it apart but without its strings, so that the buffer
+// of a record's entries holds no pointer (no write barrier, nothing for
+// the collector to scan): a put's or delete's group key is
+// Table.pendKeys[key], its id the idLen bytes of the record from id.
+type pendingEntry struct {
+	window, count, aux, created, modified int64
+	ref                                   uint64
+	id                                    uint32
+	key                                   uint32
+	idLen                                 uint16
+	kind                                  byte
+}
+
+// pending returns d, an entry of rec, as a pendingEntry. A journal's
+// record is far below 4 GiB, the reach of its offsets.
+func (t *Table) pending(rec []byte, d *decoded) pendingEntry {
+	p := pendingEntry{kind: d.kind, window: d.window, ref: d.ref, count: d.slot.count, aux: d.slot.aux,
+		created: d.slot.created, modified: d.slot.modified, idLen: uint16(len(d.slot.id))}
+	if d.kind == recordPut || d.kind == recordDelete {
+		if n := len(t.pendKeys); n == 0 || t.pendKeys[n-1] != d.key {
+			t.pendKeys = append(t.pendKeys, d.key)
+		}
+		p.key = uint32(len(t.pendKeys) - 1)
+	}
+	if p.idLen > 0 {
+		p.id = uint32(uintptr(unsafe.Pointer(unsafe.StringData(d.slot.id))) - uintptr(unsafe.Pointer(unsafe.SliceData(rec))))
+	}
+	return p
+}
+
+// unpend sets d to p, an entry of rec, as decodeRecord gave it.
+func (t *Table) unpend(rec []byte, p *pendingEntry, d *decoded) {
+	d.kind, d.window, d.ref = p.kind, p.window, p.ref
+	d.slot = slot{count: p.count, aux: p.aux, created: p.created, modified: p.modified}
+	if p.idLen > 0 {
+		d.slot.id = unsafe.String(&rec[p.id], int(p.idLen))
+	}
+	if p.kind == recordPut || p.kind == recordDelete {
+		d.key = t.pendKeys[p.key]
+	}
+}
 
 // restore applies one decoded entry.
 func (t *Table) restore(d *decoded, now time.Time) {
