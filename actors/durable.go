@@ -176,11 +176,13 @@ func (sh *shard) recover(cfg *Config, now time.Time) (*table.Table, journal.Reco
 }
 
 // recoverAll recovers every shard in parallel, before any serves, and logs
-// what each found.
+// what each found. At most GOMAXPROCS at once: a recovery is CPU work, and
+// a page fault of its mappings holds its proc, so more would only take
+// turns, each evicting the other's table from the caches.
 func recoverAll(cfg *Config, shards []*shard) error {
 	start := time.Now()
 	errs := make([]error, len(shards))
-	sem := make(chan struct{}, max(1, min(len(shards), 2*runtime.GOMAXPROCS(0))))
+	sem := make(chan struct{}, max(1, min(len(shards), runtime.GOMAXPROCS(0))))
 	var wg sync.WaitGroup
 	for i, sh := range shards {
 		wg.Go(func() {

@@ -99,7 +99,7 @@ func BenchmarkRecovery(b *testing.B) {
 			const shards = 8
 			dir := b.TempDir()
 			now := time.Now()
-			writeRecoveryData(b, dir, shards, n, now)
+			writeRecoveryData(b, dir, shards, n, 64<<20, now)
 			b.ResetTimer()
 			for range b.N {
 				start := time.Now()
@@ -122,9 +122,11 @@ func BenchmarkRecovery(b *testing.B) {
 	}
 }
 
-// writeRecoveryData writes, for each shard, a snapshot of 90% of its
-// buckets and a segment journal of the other 10%, as System would.
-func writeRecoveryData(b *testing.B, dir string, shards, n int, now time.Time) {
+// writeRecoveryData writes, for each shard, a snapshot of its buckets
+// ("user-0" to "user-<n-1>", one hit each in an hour's window at now) and,
+// in segments of segSize bytes, a second hit on the first tenth of the
+// shard's ids, as System would. It returns the ids of each shard.
+func writeRecoveryData(b testing.TB, dir string, shards, n int, segSize int64, now time.Time) [][]string {
 	b.Helper()
 	if err := writeMeta(dir, meta{Format: metaFormat, Shards: shards}); err != nil {
 		b.Fatal(err)
@@ -144,7 +146,7 @@ func writeRecoveryData(b *testing.B, dir string, shards, n int, now time.Time) {
 		hit(tables[sh], id)
 	}
 	for i, t := range tables {
-		j, _, err := journal.Open(filepath.Join(dir, fmt.Sprintf("shard-%03d", i)), journal.Options{Sync: journal.SyncNone, SegmentSize: 64 << 20}, nil)
+		j, _, err := journal.Open(filepath.Join(dir, fmt.Sprintf("shard-%03d", i)), journal.Options{Sync: journal.SyncNone, SegmentSize: segSize}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -175,6 +177,7 @@ func writeRecoveryData(b *testing.B, dir string, shards, n int, now time.Time) {
 			b.Fatal(err)
 		}
 	}
+	return ids
 }
 
 // BenchmarkJournalGrowth drives a steady 10k checks/s (100k keys, one hit

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // This file is what a journal needs from the table: the buckets each batch
@@ -203,19 +204,75 @@ func (t *Table) Pending() int { return len(t.changed) + len(t.deleted) }
 // changes nothing. The references records bind (see Changes) hold from
 // record to record, until RestoreDone.
 func (t *Table) Restore(rec []byte, now time.Time) error {
-	if err := decodeRecordInto(rec, &t.dec, func(*decoded) error { return nil }); err != nil {
-		return err
-	}
-	return decodeRecordInto(rec, &t.dec, func(d *decoded) error {
-		t.restore(d, now)
+	t.refs.budget += uint64(len(rec))
+	// Taken apart whole before any entry is applied, so that a record that
+	// does not decode changes nothing; into buffers the table keeps, so
+	// that it is decoded once and a replay allocates per record size, not
+	// per bucket.
+	t.pend, t.pendKeys = t.pend[:0], t.pendKeys[:0]
+	err := decodeRecordInto(rec, &t.dec, func(d *decoded) error {
+		t.pend = append(t.pend, t.pending(rec, d))
 		return nil
 	})
+	if err == nil {
+		var d decoded
+		for i := range t.pend {
+			t.unpend(rec, &t.pend[i], &d)
+			t.restore(&d, now)
+		}
+	}
+	clear(t.pendKeys) // their namespaces share the record's memory
+	t.dec = decoded{}
+	return err
 }
 
 // RestoreDone ends a replay: it forgets the references the records bound,
 // which no later record of this table's own may name (its Changes bind
-// their own).
-func (t *Table) RestoreDone() { t.refs = refMap{} }
+// their own), and the replay's buffers.
+func (t *Table) RestoreDone() { t.refs, t.pend, t.pendKeys = refMap{}, nil, nil }
+
+// pendingEntry is an entry of the record Restore is applying, as
+// decodeRecord took it apart but without its strings, so that the buffer
+// of a record's entries holds no pointer (no write barrier, nothing for
+// the collector to scan): a put's or delete's group key is
+// Table.pendKeys[key], its id the idLen bytes of the record from id.
+type pendingEntry struct {
+	window, count, aux, created, modified int64
+	ref                                   uint64
+	id                                    uint32
+	key                                   uint32
+	idLen                                 uint16
+	kind                                  byte
+}
+
+// pending returns d, an entry of rec, as a pendingEntry. A journal's
+// record is far below 4 GiB, the reach of its offsets.
+func (t *Table) pending(rec []byte, d *decoded) pendingEntry {
+	p := pendingEntry{kind: d.kind, window: d.window, ref: d.ref, count: d.slot.count, aux: d.slot.aux,
+		created: d.slot.created, modified: d.slot.modified, idLen: uint16(len(d.slot.id))}
+	if d.kind == recordPut || d.kind == recordDelete {
+		if n := len(t.pendKeys); n == 0 || t.pendKeys[n-1] != d.key {
+			t.pendKeys = append(t.pendKeys, d.key)
+		}
+		p.key = uint32(len(t.pendKeys) - 1)
+	}
+	if p.idLen > 0 {
+		p.id = uint32(uintptr(unsafe.Pointer(unsafe.StringData(d.slot.id))) - uintptr(unsafe.Pointer(unsafe.SliceData(rec))))
+	}
+	return p
+}
+
+// unpend sets d to p, an entry of rec, as decodeRecord gave it.
+func (t *Table) unpend(rec []byte, p *pendingEntry, d *decoded) {
+	d.kind, d.window, d.ref = p.kind, p.window, p.ref
+	d.slot = slot{count: p.count, aux: p.aux, created: p.created, modified: p.modified}
+	if p.idLen > 0 {
+		d.slot.id = unsafe.String(&rec[p.id], int(p.idLen))
+	}
+	if p.kind == recordPut || p.kind == recordDelete {
+		d.key = t.pendKeys[p.key]
+	}
+}
 
 // restore applies one decoded entry.
 func (t *Table) restore(d *decoded, now time.Time) {
@@ -295,10 +352,16 @@ func (t *Table) restoreRef(d *decoded) {
 // references is bound to, and back. References are the writer's slots,
 // dense from 1: they go in a slice, but for the few far beyond what it
 // holds, which go in a map, so that no record can make it allocate much.
+// The slice may reach as far as twice its length, or as many references
+// as bytes were replayed: a snapshot, whose references descend from the
+// largest, then has them in the slice once its records pass that many
+// bytes (a bucket's put takes more than one), at four bytes of slice per
+// byte of journal at most.
 type refMap struct {
 	dense  []uint32 // slot+1 by reference; 0: unbound
 	sparse map[uint64]uint32
 	back   []uint64 // reference by slot; 0: none
+	budget uint64   // bytes of records restored
 }
 
 // refSlot returns the slot ref is bound to.
@@ -316,7 +379,7 @@ func (t *Table) refSlot(ref uint64) (uint32, bool) {
 // setRef binds ref to slot+1 (0 unbinds it).
 func (t *Table) setRef(ref uint64, v uint32) {
 	m := &t.refs
-	if ref >= uint64(len(m.dense)) && ref <= 2*uint64(len(m.dense))+4096 {
+	if ref >= uint64(len(m.dense)) && (ref <= 2*uint64(len(m.dense))+4096 || ref < m.budget) {
 		m.dense = append(m.dense, make([]uint32, ref+1-uint64(len(m.dense)))...)
 		// References bound while they were beyond the slice move into it.
 		for r, sv := range m.sparse {

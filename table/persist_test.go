@@ -429,3 +429,45 @@ func TestRefMapKeepsReferencesBoundBeyondItsSlice(t *testing.T) {
 		t.Fatalf("reference 50,000: got slot %d, %v; want 6, true", slot, ok)
 	}
 }
+
+// TestSnapshotReferencesGoInTheSlice: a snapshot lists a window's buckets
+// newest first, so its references come in descending order, the first near
+// the largest; replaying one must bind them all in the slice of references
+// (none in the map kept for the few far beyond it), and a count entry
+// after it must reach the bucket its reference names.
+func TestSnapshotReferencesGoInTheSlice(t *testing.T) {
+	t.Parallel()
+	const n = 20_000
+	src := New(Config{TrackChanges: true})
+	req := func(i int) Request {
+		return Request{ID: fmt.Sprintf("user-%d", i), Policy: Policy{Scale: time.Hour, Limit: 100}, Hits: 1}
+	}
+	for i := range n {
+		src.Apply(req(i), at(0))
+	}
+	collect(t, src.Changes) // binds every bucket, so the next hit is a count entry
+	f := src.Freeze(at(0))
+	snap := collect(t, f.Records)
+	src.Thaw(f)
+	if first := decodeAll(t, snap[0])[0].ref; first < n/2 {
+		t.Fatalf("the snapshot's first reference is %d: the test wants it near %d", first, n)
+	}
+	src.Apply(req(n-1), at(0))
+	src.Apply(req(n-1), at(0))
+	src.Apply(req(0), at(0))
+	deltas := collect(t, src.Changes)
+	dst := New(Config{})
+	restoreAll(t, dst, snap, at(0))
+	if len(dst.refs.sparse) != 0 || len(dst.refs.dense) < n+1 {
+		t.Fatalf("after the snapshot: %d references in the map, %d in the slice; want 0 and at least %d", len(dst.refs.sparse), len(dst.refs.dense), n+1)
+	}
+	restoreAll(t, dst, deltas, at(0))
+	dst.RestoreDone()
+	for _, c := range []struct{ i, want int }{{n - 1, 3}, {0, 2}, {n / 2, 1}} {
+		peek := req(c.i)
+		peek.Hits = 0
+		if got := dst.Apply(peek, at(0)).Count; got != int64(c.want) {
+			t.Errorf("%s: count %d, want %d", peek.ID, got, c.want)
+		}
+	}
+}

@@ -91,8 +91,10 @@ type Table struct {
 
 	counted int64 // Unix ms: the Reservation.Window of the last Apply that counted hits
 
-	refs refMap  // while records are restored: what their references name
-	dec  decoded // Restore's entry, kept here so that a replay does not allocate per record
+	refs     refMap         // while records are restored: what their references name
+	dec      decoded        // Restore's entry, kept here so that a replay does not allocate per record
+	pend     []pendingEntry // the entries of the record Restore is applying
+	pendKeys []groupKey     // their group keys
 
 	// An all-or-nothing unit in progress (see Begin).
 	inTx        bool

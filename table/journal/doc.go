@@ -180,7 +180,9 @@
 //     mid-journal damage (rule 4) instead, at the offset where the valid
 //     records end (offset 0 for a bad header): only an interrupted write
 //     at the end of the data is a torn tail, and a flipped byte must not
-//     drop the records after it. A frame there is valid if it starts at a
+//     drop the records after it. (Where lseek(SEEK_DATA) tells them, the
+//     holes of the file, preallocated and never written, are not read:
+//     they are zeros.) A frame there is valid if it starts at a
 //     multiple of 8 at or after the damage (after the header, for a bad
 //     one), its checksum matches with the salt of the file's header (as
 //     stored, for a bad header), its padding is zero, and its sequence

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -302,10 +303,18 @@ func allZero(b []byte) bool {
 	return true
 }
 
+// zeroPage is what dataEnd compares a segment's pages with. Never written.
+var zeroPage [4096]byte
+
 // dataEnd returns the offset just past the last nonzero byte of b at or
-// after from, or from if b[from:] is all zeros.
+// after from, or from if b[from:] is all zeros. Recovery reads the unused
+// rest of every segment with it: page by page, with the vectorised
+// comparison of bytes.Equal, then word by word.
 func dataEnd(b []byte, from int64) int64 {
 	i := int64(len(b))
+	for i-int64(len(zeroPage)) >= from && bytes.Equal(b[i-int64(len(zeroPage)):i], zeroPage[:]) {
+		i -= int64(len(zeroPage))
+	}
 	for i-8 >= from && le.Uint64(b[i-8:]) == 0 {
 		i -= 8
 	}

@@ -439,7 +439,7 @@ func (r *recoverer) scan(s *scanned) error {
 		off = fr.next
 	}
 	s.end, s.last = off, next-1
-	s.dataEnd = dataEnd(s.m, off)
+	s.dataEnd = segmentDataEnd(s.f, s.m, off)
 	if s.issue == "" && s.dataEnd > s.end {
 		s.issue = "nonzero bytes after the last record"
 	}
