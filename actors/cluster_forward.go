@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -264,6 +265,9 @@ func (o *outbox) push(c *call) error {
 	start := o.startLocked()
 	o.mu.Unlock()
 	if start {
+		// Let the callers that are ready run and queue theirs first, so
+		// that a batch is a batch (as the shard owners do).
+		runtime.Gosched()
 		o.fly()
 	}
 	return nil
@@ -512,9 +516,22 @@ func (o *outbox) read(st *fstream) {
 			return
 		}
 		if o.land(f, nil) {
-			o.fly()
+			if o.current() == st {
+				o.fly()
+			} else {
+				// The next batch opens a stream: not on the goroutine that
+				// reads the answers of st's other batches meanwhile.
+				go o.fly()
+			}
 		}
 	}
+}
+
+// current returns the stream batches go on now.
+func (o *outbox) current() *fstream {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.st
 }
 
 // expire lands f, unanswered at its deadline, and resets its stream:

@@ -20,13 +20,6 @@ func outboxOf(t *testing.T, m *member, to string) *outbox {
 	return v.(*outbox)
 }
 
-// currentStream returns the stream o sends on now (nil: none).
-func currentStream(o *outbox) *fstream {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.st
-}
-
 // waitFor polls cond until it holds, or fails after 10s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -79,9 +72,9 @@ func TestClusterForwardsOnOneStreamAndOpensAnotherWhenItBreaks(t *testing.T) {
 	}
 	// The stream breaks between batches: the next batch opens another.
 	ob := outboxOf(t, a, "b")
-	st := currentStream(ob)
+	st := ob.current()
 	st.ps.Close()
-	waitFor(t, "a sees the stream broken", func() bool { return currentStream(ob) != st })
+	waitFor(t, "a sees the stream broken", func() bool { return ob.current() != st })
 	check(10)
 	sa, _ = a.ClusterStatus()
 	sb, _ = b.ClusterStatus()
@@ -115,7 +108,7 @@ func TestClusterSentBatchIsNotSentAgainWhenItsStreamBreaks(t *testing.T) {
 		errc <- err
 	}()
 	waitFor(t, "b takes the batch in", func() bool { return batchesSeen(b, a) == 1 })
-	currentStream(outboxOf(t, a, "b")).ps.Close()
+	outboxOf(t, a, "b").current().ps.Close()
 	err := <-errc
 	if !errors.Is(err, ErrClusterUnavailable) {
 		sh.mu.Unlock()
@@ -168,7 +161,7 @@ func TestClusterStoppingOwnerAnswersWhatItWasSent(t *testing.T) {
 		b.cl.srv.Stop(ctx)
 		close(stopped)
 	}()
-	waitFor(t, "a hears b is stopping", func() bool { return currentStream(ob) == nil })
+	waitFor(t, "a hears b is stopping", func() bool { return ob.current() == nil })
 	sh.mu.Unlock()
 	got := <-ans
 	if got.err != nil || !got.d.Allowed || got.d.Count != 1 {
