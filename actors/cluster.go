@@ -82,8 +82,9 @@ type ClusterConfig struct {
 	// re-routes included, before OnError applies; 0 means
 	// DefaultClusterTimeout.
 	Timeout time.Duration
-	// ForwardTimeout bounds one forwarded batch, its retries included;
-	// 0 means DefaultForwardTimeout.
+	// ForwardTimeout bounds one forwarded batch, from its taking to its
+	// answer (a batch not sent yet is tried again within it, one sent
+	// never); 0 means DefaultForwardTimeout.
 	ForwardTimeout time.Duration
 	// MemberID names this member in etcd; empty means the id kept in
 	// Config.DataDir (made at its first start), or a new random one
@@ -201,6 +202,7 @@ type vshard struct {
 // clusterCounters count what a member did since Start (ClusterStats).
 type clusterCounters struct {
 	forwardedChecks, forwardedBatches atomic.Int64
+	forwardStreams                    atomic.Int64
 	batchSizes                        [len(BatchSizeBounds) + 1]atomic.Int64
 	receivedChecks, receivedBatches   atomic.Int64
 	duplicates                        atomic.Int64
@@ -394,6 +396,7 @@ func (cl *cluster) join(ctx context.Context) error {
 		"Commit":  cl.handleCommit,
 		"Abort":   cl.handleAbort,
 	})
+	cl.srv.HandleStream("Forwards", cl.serveForwards)
 	go func() { cl.serveErr <- cl.srv.Serve(cl.ln) }()
 
 	cl.etcd, err = clientv3.New(clientv3.Config{
@@ -571,6 +574,7 @@ type HandoffStatus struct {
 type ClusterStats struct {
 	ForwardedChecks  int64 `json:"forwarded_checks"`  // sent to their owners
 	ForwardedBatches int64 `json:"forwarded_batches"` // the batches that carried them
+	ForwardStreams   int64 `json:"forward_streams"`   // streams opened to other members to carry them
 	// BatchSizes counts forwarded batches by checks, bucketed by
 	// BatchSizeBounds (the last bucket: above the last bound).
 	BatchSizes       []int64       `json:"batch_sizes"`
@@ -644,7 +648,7 @@ func (s *System) ClusterStatus() (st ClusterStatus, ok bool) {
 func (cl *cluster) counters() ClusterStats {
 	c := &cl.stats
 	st := ClusterStats{
-		ForwardedChecks: c.forwardedChecks.Load(), ForwardedBatches: c.forwardedBatches.Load(),
+		ForwardedChecks: c.forwardedChecks.Load(), ForwardedBatches: c.forwardedBatches.Load(), ForwardStreams: c.forwardStreams.Load(),
 		ReceivedChecks: c.receivedChecks.Load(), ReceivedBatches: c.receivedBatches.Load(),
 		Duplicates: c.duplicates.Load(), Fenced: c.fenced.Load(),
 		Unavailable: c.unavailable.Load(), AdmittedOpen: c.admittedOpen.Load(),

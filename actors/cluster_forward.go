@@ -1,20 +1,26 @@
 // Checks in cluster mode. A check goes to the owner of its vshard, by this
 // member's view: decided here (fenced like any other) when that is this
-// member, else queued in the outbox of the owner, whose flights carry
-// everything queued in one batch (as the shard inbox does for its owner
-// actor). A batch has an id (sender, process, sequence); its receiver
-// keeps each reply a while and answers a batch it sees again with it, so
-// a retry never counts twice. A check answered errMoved (not counted)
-// waits for the view to change and goes again, within ClusterConfig.Timeout;
-// one whose batch got no answer within ForwardTimeout may have been
-// counted, and is answered ErrClusterUnavailable (or admitted, FailOpen).
+// member, else queued in the outbox of the owner, whose batches carry
+// everything queued (as the shard inbox does for its owner actor), on one
+// long-lived stream to that member, each reply matched to its batch by
+// the batch's seq. A batch has an id (sender, process, sequence); its
+// receiver keeps each reply a while and answers a batch it sees again
+// with it. A batch that was sent is never sent again (a check is never
+// decided twice); one that could not be sent is tried again, on a new
+// stream, until ForwardTimeout. A check answered errMoved (not counted)
+// waits for the view to change and goes again, within
+// ClusterConfig.Timeout; one whose batch got no answer within
+// ForwardTimeout may have been counted, and is answered
+// ErrClusterUnavailable (or admitted, FailOpen).
 
 package actors
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"sync"
@@ -175,7 +181,10 @@ func (cl *cluster) forward(ctx context.Context, vw *view, owner string, o op, re
 	return c, nil
 }
 
-// outbox queues the checks for one member and flies them there in batches.
+// outbox queues the checks for one member and flies them there in
+// batches, on one long-lived stream at a time: the first check into an
+// idle outbox sends itself (with whatever is queued), and each answered
+// batch sends what was queued meanwhile. A reply carries its batch's seq.
 type outbox struct {
 	cl   *cluster
 	to   string // member id
@@ -184,9 +193,29 @@ type outbox struct {
 
 	mu      sync.Mutex
 	pending []*call
-	flights int
+	flights int // batches taken from pending and not yet answered
 	closed  bool
+	st      *fstream // the stream batches go on; nil: the next batch opens one
 	seq     atomic.Uint64
+
+	openMu sync.Mutex // one stream opening at a time
+}
+
+// fstream is one stream to the member and the batches in flight on it.
+type fstream struct {
+	ps       *peer.Stream
+	mu       sync.Mutex
+	inflight map[uint64]*flight
+	dead     bool // broken or reset: nothing more goes on it
+	draining bool // the member is stopping: closed once what it carries is answered
+}
+
+// flight is one batch, from its taking until its answer.
+type flight struct {
+	seq      uint64
+	calls    []*call
+	deadline time.Time // ForwardTimeout after it was taken
+	timer    *time.Timer
 }
 
 // link returns the outbox of member to at addr, making it (or a new one,
@@ -224,7 +253,8 @@ func (cl *cluster) pruneLinks(vw *view) {
 	})
 }
 
-// push queues c, starting a flight if none flies or many checks wait.
+// push queues c; if no batch flies (or many checks wait), the caller
+// sends a batch itself.
 func (o *outbox) push(c *call) error {
 	o.mu.Lock()
 	if o.closed {
@@ -232,111 +262,361 @@ func (o *outbox) push(c *call) error {
 		return errMoved
 	}
 	o.pending = append(o.pending, c)
-	start := o.flights == 0 || o.flights < maxFlights && len(o.pending) >= flightKick
-	if start {
-		o.flights++
-	}
+	start := o.startLocked()
 	o.mu.Unlock()
 	if start {
-		go o.fly()
+		// Let the callers that are ready run and queue theirs first, so
+		// that a batch is a batch (as the shard owners do).
+		runtime.Gosched()
+		o.fly()
 	}
 	return nil
 }
 
-// close fails what is queued (errMoved: it was not sent) and closes the
-// connection once the flights in progress are done with it.
+// startLocked reports whether a batch should go now, and if so counts
+// it, holding o.mu: when none flies, or when many checks wait and fewer
+// than maxFlights fly.
+func (o *outbox) startLocked() bool {
+	n := len(o.pending)
+	if n == 0 || o.flights > 0 && (o.flights >= maxFlights || n < flightKick) {
+		return false
+	}
+	o.flights++
+	return true
+}
+
+// close fails what is queued (errMoved: it was not sent) and ends the
+// streams: the batches in flight on them are unanswered.
 func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
-	pending := o.pending
-	o.pending = nil
+	pending, st := o.pending, o.st
+	o.pending, o.st = nil, nil
 	o.mu.Unlock()
 	for _, c := range pending {
 		c.fail(errMoved)
 	}
+	if st != nil {
+		o.reset(st, fmt.Errorf("%w: member %s at %s: link closed", errUnreachable, o.to, o.addr))
+	}
 	_ = o.cli.Close()
 }
 
-// fly sends batches of what is queued until nothing is.
+// fly sends a batch of what is queued, counted in o.flights already, and
+// again for as long as a batch fails before it was sent and more wait.
 func (o *outbox) fly() {
-	var buf []byte
-	var batch []*call
 	for {
-		// Let the callers that are ready run and queue theirs first, so
-		// that a batch is a batch (as the shard owners do).
-		runtime.Gosched()
-		o.mu.Lock()
-		n := min(len(o.pending), maxBatchCalls)
-		if n == 0 {
-			o.flights--
-			o.mu.Unlock()
+		f := o.take()
+		if f == nil {
 			return
 		}
-		batch = append(batch[:0], o.pending[:n]...)
-		rest := copy(o.pending, o.pending[n:])
-		clear(o.pending[rest:])
-		o.pending = o.pending[:rest]
-		o.mu.Unlock()
-		taken := batch[:0]
-		for _, c := range batch {
-			if c.state.CompareAndSwap(statePending, stateTaken) {
-				taken = append(taken, c)
-			}
+		h := fwdHeader{sender: o.cl.id, incarnation: o.cl.incarnation, seq: f.seq}
+		err := o.send(f, encodeForward(nil, h, f.calls))
+		if err == nil {
+			return // its reply, or its deadline, lands it
 		}
-		if len(taken) == 0 {
-			continue
+		if !o.land(f, err) {
+			return
 		}
-		h := fwdHeader{sender: o.cl.id, incarnation: o.cl.incarnation, seq: o.seq.Add(1)}
-		buf = encodeForward(buf[:0], h, taken)
-		o.send(buf, taken)
-		clear(batch)
 	}
 }
 
-// send sends one batch, again (the same id) while it fails, until
-// ForwardTimeout; then it answers its calls.
-func (o *outbox) send(req []byte, calls []*call) {
-	cl := o.cl
-	ctx, cancel := context.WithTimeout(cl.stopCtx, cl.cfg.ForwardTimeout)
-	defer cancel()
-	var err error
-	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		var rep []byte
-		if rep, err = o.cli.Call(ctx, "Forward", req); err == nil {
-			err = decodeReply(rep, calls, o.to)
-			if err != nil {
-				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+// take takes a batch from what is queued: nil, with its flight uncounted,
+// if every check queued was cancelled meanwhile (or none is).
+func (o *outbox) take() *flight {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for len(o.pending) > 0 {
+		n := min(len(o.pending), maxBatchCalls)
+		calls := make([]*call, 0, n)
+		for _, c := range o.pending[:n] {
+			if c.state.CompareAndSwap(statePending, stateTaken) {
+				calls = append(calls, c)
 			}
+		}
+		rest := copy(o.pending, o.pending[n:])
+		clear(o.pending[rest:])
+		o.pending = o.pending[:rest]
+		if len(calls) > 0 {
+			return &flight{seq: o.seq.Add(1), calls: calls, deadline: time.Now().Add(o.cl.cfg.ForwardTimeout)}
+		}
+	}
+	o.flights--
+	return nil
+}
+
+// send sends batch f (encoded in req) on the stream, opening one if need
+// be, until its deadline; only a batch that was not sent is tried again,
+// so that nothing is decided twice. On success its reply or its deadline
+// will land it; on an error it was not sent.
+func (o *outbox) send(f *flight, req []byte) error {
+	var last error
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		left := time.Until(f.deadline)
+		if left <= 0 {
 			break
 		}
-		if errors.Is(err, peer.ErrRemote) {
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-			break
+		st, err := o.stream(f.deadline)
+		if err == nil {
+			if !st.register(f, left, func() { o.expire(st, f) }) {
+				o.forget(st)
+				continue // it closes: the next stream
+			}
+			if err = st.ps.Send(req); err == nil {
+				return nil
+			}
+			if !st.unregister(f) {
+				return nil // the stream broke meanwhile and landed f
+			}
+			f.timer.Stop()
+			o.reset(st, fmt.Errorf("%w: member %s at %s: %v", errUnreachable, o.to, o.addr, err))
 		}
-		t := time.NewTimer(wait)
+		switch {
+		case errors.Is(err, errMoved):
+			return err
+		case errors.Is(err, peer.ErrRemote):
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		last = err
+		t := time.NewTimer(min(wait, left))
 		select {
 		case <-t.C:
 			continue
-		case <-ctx.Done():
+		case <-o.cl.stopCtx.Done():
 			t.Stop()
 		}
-		// The transport's error as text only: its deadline is this batch's,
-		// not the caller's, whose check is unavailable, not canceled.
-		err = fmt.Errorf("%w: member %s at %s: %v", errUnreachable, o.to, o.addr, err)
 		break
 	}
-	cl.countBatch(len(calls))
-	for _, c := range calls {
+	// The transport's error as text only: its deadline is this batch's,
+	// not the caller's, whose check is unavailable, not canceled.
+	return fmt.Errorf("%w: member %s at %s: %v", errUnreachable, o.to, o.addr, last)
+}
+
+// stream returns the stream batches go on, opening one (by deadline) if
+// there is none.
+func (o *outbox) stream(deadline time.Time) (*fstream, error) {
+	o.mu.Lock()
+	closed, st := o.closed, o.st
+	o.mu.Unlock()
+	switch {
+	case closed:
+		return nil, errMoved
+	case st != nil:
+		return st, nil
+	}
+	o.openMu.Lock()
+	defer o.openMu.Unlock()
+	o.mu.Lock()
+	st = o.st
+	o.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	ctx, cancel := context.WithDeadline(o.cl.stopCtx, deadline)
+	ps, err := o.cli.Open(ctx, "Forwards")
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	o.cl.stats.forwardStreams.Add(1)
+	st = &fstream{ps: ps, inflight: map[uint64]*flight{}}
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		ps.Close()
+		return nil, errMoved
+	}
+	o.st = st
+	o.mu.Unlock()
+	go o.read(st)
+	return st, nil
+}
+
+// forget stops sending on st.
+func (o *outbox) forget(st *fstream) {
+	o.mu.Lock()
+	if o.st == st {
+		o.st = nil
+	}
+	o.mu.Unlock()
+}
+
+// register adds f to the batches in flight on st, with its deadline's
+// timer, unless st takes no more.
+func (st *fstream) register(f *flight, left time.Duration, expire func()) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.dead || st.draining {
+		return false
+	}
+	st.inflight[f.seq] = f
+	f.timer = time.AfterFunc(left, expire)
+	return true
+}
+
+// unregister removes f from st and reports whether it was there: whoever
+// removes a flight lands it.
+func (st *fstream) unregister(f *flight) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.inflight[f.seq] != f {
+		return false
+	}
+	delete(st.inflight, f.seq)
+	return true
+}
+
+// read lands the batches of st as their replies come, until st ends.
+func (o *outbox) read(st *fstream) {
+	for {
+		msg, err := st.ps.Recv()
+		if errors.Is(err, peer.ErrGoingAway) {
+			o.forget(st)
+			st.mu.Lock()
+			st.draining = true
+			idle := len(st.inflight) == 0
+			st.mu.Unlock()
+			if idle {
+				st.ps.CloseSend()
+			}
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, peer.ErrRemote) {
+				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			} else {
+				err = fmt.Errorf("%w: member %s at %s: %v", errUnreachable, o.to, o.addr, err)
+			}
+			o.reset(st, err)
+			return
+		}
+		seq, n := binary.Uvarint(msg)
+		if n <= 0 {
+			o.reset(st, fmt.Errorf("%w: %w: a reply without its batch's seq", ErrUnavailable, errBadWire))
+			return
+		}
+		st.mu.Lock()
+		f := st.inflight[seq]
+		delete(st.inflight, seq)
+		idle := st.draining && len(st.inflight) == 0
+		st.mu.Unlock()
+		if idle {
+			st.ps.CloseSend()
+		}
+		if f == nil {
+			continue // landed already (its deadline passed)
+		}
+		f.timer.Stop()
+		if err := decodeReply(msg[n:], f.calls, o.to); err != nil {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			if o.land(f, err) {
+				go o.fly()
+			}
+			o.reset(st, err) // a stream that garbles one reply may garble the next
+			return
+		}
+		if o.land(f, nil) {
+			if o.current() == st {
+				o.fly()
+			} else {
+				// The next batch opens a stream: not on the goroutine that
+				// reads the answers of st's other batches meanwhile.
+				go o.fly()
+			}
+		}
+	}
+}
+
+// current returns the stream batches go on now.
+func (o *outbox) current() *fstream {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.st
+}
+
+// expire lands f, unanswered at its deadline, and resets its stream:
+// what follows f there waits behind it.
+func (o *outbox) expire(st *fstream, f *flight) {
+	st.mu.Lock()
+	_, ok := st.inflight[f.seq]
+	st.mu.Unlock()
+	if ok {
+		o.reset(st, fmt.Errorf("%w: member %s at %s: no answer within %v", errUnreachable, o.to, o.addr, o.cl.cfg.ForwardTimeout))
+	}
+}
+
+// reset ends st: its batches in flight land with err (they may or may
+// not have been decided), and the next batch opens another stream.
+func (o *outbox) reset(st *fstream, err error) {
+	st.mu.Lock()
+	st.dead = true
+	lost := make([]*flight, 0, len(st.inflight))
+	for _, f := range st.inflight {
+		lost = append(lost, f)
+	}
+	clear(st.inflight)
+	st.mu.Unlock()
+	o.forget(st)
+	st.ps.Close()
+	for _, f := range lost {
+		f.timer.Stop()
+		if o.land(f, err) {
+			go o.fly()
+		}
+	}
+}
+
+// land answers the calls of f (with err, or as its reply filled them)
+// and reports whether another batch should go now, counted in o.flights.
+func (o *outbox) land(f *flight, err error) bool {
+	o.cl.countBatch(len(f.calls))
+	for _, c := range f.calls {
 		if err != nil {
 			c.err = err
 		}
 		c.answer(c.err)
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flights--
+	return !o.closed && o.startLocked()
 }
 
-// handleForward decides a batch forwarded to this member, or answers it
-// with the reply kept for it if it was seen before.
+// handleForward decides a batch forwarded to this member in a call of
+// its own, or answers it with the reply kept for it if it was seen before.
 func (cl *cluster) handleForward(_ context.Context, req []byte) ([]byte, error) {
+	rep, err := cl.decideBatch(req)
+	if err != nil {
+		return nil, err
+	}
+	_, n := binary.Uvarint(rep)
+	return rep[n:], nil
+}
+
+// serveForwards decides the batches of one stream from a member, in
+// their order, each answered by its seq and its reply.
+func (cl *cluster) serveForwards(st *peer.ServerStream) error {
+	for {
+		req, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rep, err := cl.decideBatch(req)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(rep); err != nil {
+			return err
+		}
+	}
+}
+
+// decideBatch decides a forwarded batch, or finds the reply kept for it
+// if it was seen before: its seq, then its reply.
+func (cl *cluster) decideBatch(req []byte) ([]byte, error) {
 	s := cl.s
 	h, calls, err := decodeForward(req, cl.n, func() *call { return s.calls.Get().(*call) })
 	defer func() {
@@ -350,7 +630,7 @@ func (cl *cluster) handleForward(_ context.Context, req []byte) ([]byte, error) 
 	}
 	rep, dup := cl.dedup.do(h, func() []byte {
 		cl.serveForwarded(h, calls)
-		return encodeReply(nil, calls)
+		return encodeReply(binary.AppendUvarint(nil, h.seq), calls)
 	})
 	if dup {
 		cl.stats.duplicates.Add(1)
@@ -393,11 +673,16 @@ func (cl *cluster) serveForwarded(h fwdHeader, calls []*call) {
 				c.err = err
 			}
 		case !served:
+			// All of them queued, then their answers: one batch of the owner.
+			queued := g[:0:0]
 			for _, c := range g {
 				if err := s.submit(sh, c); err != nil {
 					c.err = err
 					continue
 				}
+				queued = append(queued, c)
+			}
+			for _, c := range queued {
 				<-c.done
 			}
 		}

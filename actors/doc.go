@@ -90,16 +90,20 @@
 // an etcd transaction that compares its epoch and the members' leases.
 //
 // A check for a vshard owned elsewhere is queued for its owner and sent
-// with everything queued for that member in one batch (gRPC, the member
-// transport), which carries each check's vshard and the epoch it was
+// with everything queued for that member in one batch, on one long-lived
+// gRPC stream per member (the member transport), which carries each check's vshard and the epoch it was
 // routed at. The owner decides it only if, holding the shard's lock, it
 // serves the vshard at that epoch or a later one and its lease has not
 // lapsed by its own monotonic clock (it stops a tenth of the TTL, at least
 // 100ms, before etcd could expire it); otherwise the check is answered
 // "moved", not counted, and routed again once the sender's view changes.
-// A batch is retried under its id within ClusterConfig.ForwardTimeout,
-// and its receiver answers a batch it has seen with the reply it kept, so
-// a retry never counts twice.
+// A batch that could not be sent is tried again, on a new stream, within
+// ClusterConfig.ForwardTimeout; one that was sent is never sent again, so
+// a check is never decided twice: if its answer does not come within
+// ForwardTimeout (or its stream breaks first), its checks are answered
+// ErrClusterUnavailable, and may or may not have been counted. A batch
+// has an id, and its receiver answers a batch it has seen with the reply
+// it kept.
 //
 // When the members change, a vshard moves with its buckets: its owner
 // fences it, freezes its shard's table (copy-on-write), ships its buckets

@@ -1,17 +1,24 @@
 // Package peer is the member-to-member transport of a ratelimitd cluster:
-// unary gRPC calls (google.golang.org/grpc) whose requests and replies are
-// opaque bytes, carried by a raw codec, so that no protobuf definitions are
-// needed; package actors encodes its batches itself.
+// gRPC (google.golang.org/grpc) unary calls and long-lived bidirectional
+// streams whose messages are opaque bytes, carried by a raw codec, so that
+// no protobuf definitions are needed; package actors encodes its batches
+// itself.
 //
-// A Server dispatches each call to the Handler of its method; a Client
-// calls a member. Calls have the caller's deadline and fail fast when the
-// member cannot be reached (no waiting for a connection to come up); the
-// connection reconnects by itself, with a backoff of at most MaxBackoff.
+// A Server dispatches each call to the Handler of its method, and each
+// stream to the StreamHandler of its method; a Client calls a member, or
+// opens a Stream to it. Calls have the caller's deadline; opening a
+// stream is bounded by its context, and the stream lives until it is
+// closed or breaks. Both fail fast when the member cannot be reached (no
+// waiting for a connection to come up); the connection reconnects by
+// itself, with a backoff of at most MaxBackoff. A stopping Server tells
+// its streams (ErrGoingAway), still answers what they carried, and closes
+// once their members closed their sides (or its Stop's context ended).
 //
 // # Non-guarantees
 //
-// A call that fails (a deadline, a connection that broke) may or may not
-// have run on the member: callers that retry make their requests
+// A call that fails (a deadline, a connection that broke), or a message
+// sent on a stream that breaks before its answer, may or may not have run
+// on the member: callers that retry make their requests
 // idempotent. The transport has no TLS and no authentication: it is meant
 // for a private network between the members.
 package peer

@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -59,16 +60,33 @@ func (raw) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return fmt.Errorf("peer: cannot unmarshal into %T", v)
 	}
-	// The one copy: gRPC frees data's buffers when this returns.
-	*b = data.Materialize()
+	// The one copy (gRPC frees data's buffers when this returns), into
+	// *b's room if it has enough.
+	n := data.Len()
+	if n == 0 {
+		*b = (*b)[:0]
+		return nil
+	}
+	if cap(*b) < n {
+		*b = make([]byte, n)
+	}
+	*b = (*b)[:n]
+	data.CopyTo(*b)
 	return nil
 }
 
 func (raw) Name() string { return "ratelimitd-raw" }
 
-// Server serves the calls of its Handlers on a listener.
+// Server serves the calls of its Handlers (and the streams of its
+// StreamHandlers) on a listener.
 type Server struct {
-	g *grpc.Server
+	g        *grpc.Server
+	desc     grpc.ServiceDesc
+	register sync.Once
+
+	mu       sync.Mutex
+	open     map[*ServerStream]struct{}
+	stopping bool
 }
 
 // NewServer returns a Server dispatching each method named in handlers to
@@ -108,12 +126,12 @@ func NewServer(handlers map[string]Handler) *Server {
 		grpc.MaxRecvMsgSize(MaxMessage),
 		grpc.MaxSendMsgSize(MaxMessage),
 	)
-	g.RegisterService(&desc, struct{}{})
-	return &Server{g: g}
+	return &Server{g: g, desc: desc, open: map[*ServerStream]struct{}{}}
 }
 
 // Serve serves ln until Stop; it returns nil after Stop.
 func (s *Server) Serve(ln net.Listener) error {
+	s.register.Do(func() { s.g.RegisterService(&s.desc, struct{}{}) })
 	if err := s.g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("peer: serve %s: %w", ln.Addr(), err)
 	}
@@ -121,8 +139,11 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Stop stops the server: it lets the calls in progress finish until ctx
-// ends, then closes every connection. It is idempotent.
+// ends, and tells every stream's member it is stopping (ErrGoingAway),
+// so that the member closes its side once answered; then it closes every
+// connection. It is idempotent.
 func (s *Server) Stop(ctx context.Context) {
+	s.sayGoodbye()
 	done := make(chan struct{})
 	go func() {
 		s.g.GracefulStop()
