@@ -78,7 +78,7 @@ func clusterFlags(fs *flag.FlagSet, cfg *config) {
 		return nil
 	})
 	durationFlag(fs, &c.timeout, "cluster-timeout", "how long a check waits for its vshard's owner, re-routes included, before --on-cluster-error applies", false)
-	durationFlag(fs, &c.forward, "cluster-forward-timeout", "how long one forwarded batch may take, its retries included, before it is routed again; at most --cluster-timeout", false)
+	durationFlag(fs, &c.forward, "cluster-forward-timeout", "how long one forwarded batch may take, from leaving its queue to its answer, before its checks are answered as --on-cluster-error says (a sent batch is never sent again); at most --cluster-timeout", false)
 	intFlag(fs, &c.vshards, "cluster-vshards", "`number` of virtual shards ids hash to, fixed for the cluster's life (kept in etcd): a member started with another number is refused (default 1024)", 1, actors.MaxVShards)
 	choiceFlag(fs, "on-cluster-error", "what a check does when no member can decide it in time (its owner unreachable, no lease: etcd down): closed answers 503 with Retry-After, open admits it uncounted (default closed)", false, []string{"closed", "open"}, func(i int, _ string) {
 		c.onError = []actors.FailurePolicy{actors.FailClosed, actors.FailOpen}[i]
