@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -126,9 +127,16 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.base.Unmarshal(data, v)
 	}
-	b := data.Materialize()
+	// One buffer, as a small request arrives, is decoded in place (the
+	// decoded strings are copies); only a request that fails keeps a copy.
+	var b []byte
+	if len(data) == 1 {
+		b = data[0].ReadOnlyData()
+	} else {
+		b = data.Materialize()
+	}
 	if w.err = proto.Unmarshal(b, &w.req); w.err != nil {
-		w.raw = b
+		w.raw = bytes.Clone(b)
 	}
 	return nil
 }
