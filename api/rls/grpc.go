@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -46,6 +47,16 @@ const (
 	KeepaliveTimeout = 10 * time.Second
 	// ConnectionTimeout bounds a new connection's HTTP/2 handshake.
 	ConnectionTimeout = 10 * time.Second
+	// StreamWorkers is the number of goroutines kept to serve calls: a
+	// call served by one reuses its grown stack instead of starting a
+	// goroutine whose stack is grown (copied) on every call. Calls past it
+	// get a goroutine of their own, as without workers.
+	StreamWorkers = 256
+	// WindowSize is the HTTP/2 flow-control window of each call and of
+	// each connection. A fixed window turns off gRPC's bandwidth-delay
+	// estimation, whose pings would otherwise follow every round trip;
+	// requests are small, so the window is never what bounds them.
+	WindowSize = 1 << 20
 )
 
 // NewGRPCServer returns a gRPC server, not yet serving, with svc's
@@ -67,6 +78,9 @@ func NewGRPCServer(svc *Service, extra ...grpc.ServerOption) (*grpc.Server, *hea
 		grpc.MaxSendMsgSize(MaxSendMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(ConnectionTimeout),
+		grpc.NumStreamWorkers(StreamWorkers),
+		grpc.InitialWindowSize(WindowSize),
+		grpc.InitialConnWindowSize(WindowSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.ChainUnaryInterceptor(svc.recoverer),
@@ -113,9 +127,16 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.base.Unmarshal(data, v)
 	}
-	b := data.Materialize()
+	// One buffer, as a small request arrives, is decoded in place (the
+	// decoded strings are copies); only a request that fails keeps a copy.
+	var b []byte
+	if len(data) == 1 {
+		b = data[0].ReadOnlyData()
+	} else {
+		b = data.Materialize()
+	}
 	if w.err = proto.Unmarshal(b, &w.req); w.err != nil {
-		w.raw = b
+		w.raw = bytes.Clone(b)
 	}
 	return nil
 }

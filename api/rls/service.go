@@ -155,9 +155,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 
 // serve answers req and tells the Observer about the call.
 func (s *Service) serve(ctx context.Context, req *rlsv3.RateLimitRequest, transport string) (*rlsv3.RateLimitResponse, *callError) {
-	start := time.Now()
+	o := s.opts.Observer
+	var start time.Time
+	if o != nil {
+		start = time.Now()
+	}
 	resp, domain, shadowed, cerr := s.decide(ctx, req)
-	if o := s.opts.Observer; o != nil {
+	if o != nil {
 		ev := CallEvent{Domain: domain, Transport: transport, Latency: time.Since(start), GlobalShadow: shadowed}
 		switch {
 		case cerr != nil && cerr.code == codes.InvalidArgument:
@@ -180,6 +184,10 @@ const (
 	kindUnlimited        // an unlimited limit
 	kindLimited          // a limit to count
 )
+
+// stackItems is the most descriptors whose bookkeeping a request keeps on
+// the stack; a request of more allocates it.
+const stackItems = 4
 
 // item is one descriptor of a request on its way to an answer.
 type item struct {
@@ -212,7 +220,13 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (resp
 	if cfg.knows(req.Domain) {
 		domain = req.Domain
 	}
-	items := make([]item, len(req.Descriptors))
+	var onStack [stackItems]item
+	var items []item
+	if n := len(req.Descriptors); n <= stackItems {
+		items = onStack[:n]
+	} else {
+		items = make([]item, n)
+	}
 	var replaced map[string]bool
 	for i, d := range req.Descriptors {
 		items[i].m = cfg.match(req.Domain, d)
@@ -365,7 +379,8 @@ func (it *item) limit(d table.Decision) int64 {
 // the request is not over and it fits.
 func (s *Service) countStrict(ctx context.Context, items []item) error {
 	peekOver := false
-	var batch []int
+	var onStack [stackItems]int
+	batch := onStack[:0]
 	for i := range items {
 		it := &items[i]
 		if it.kind != kindLimited {
@@ -465,7 +480,8 @@ func (s *Service) peekFor(ctx context.Context, it *item) error {
 // reaches, compared with the real limit here), every other check on its
 // own, consumed iff it fits.
 func (s *Service) countAll(ctx context.Context, items []item) error {
-	var batch []int
+	var onStack [stackItems]int
+	batch := onStack[:0]
 	for i := range items {
 		it := &items[i]
 		if it.kind != kindLimited {
@@ -517,33 +533,61 @@ func (s *Service) countAll(ctx context.Context, items []item) error {
 	return nil
 }
 
+// statusParts are the messages of one descriptor's status, allocated
+// together.
+type statusParts struct {
+	st  rlsv3.RateLimitResponse_DescriptorStatus
+	lim rlsv3.RateLimitResponse_RateLimit
+	dur durationpb.Duration
+	mul wrapperspb.UInt32Value
+}
+
+// oneAnswer is the answer to a request of one descriptor, allocated in
+// one piece.
+type oneAnswer struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	parts    [1]statusParts
+}
+
+// newAnswer returns an empty response with n statuses, and the parts to
+// fill them from (parts[i] for Statuses[i]): three allocations, one when
+// n is 1.
+func newAnswer(n int) (*rlsv3.RateLimitResponse, []statusParts) {
+	if n == 1 {
+		a := &oneAnswer{}
+		a.resp.Statuses = a.statuses[:]
+		return &a.resp, a.parts[:]
+	}
+	return &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}, make([]statusParts, n)
+}
+
 // answer builds the response to req from its items; shadowed reports an
 // over-limit answer turned OK by the global shadow mode.
 func (s *Service) answer(req *rlsv3.RateLimitRequest, items []item) (*rlsv3.RateLimitResponse, bool) {
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(items)),
-	}
+	resp, parts := newAnswer(len(items))
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	var most *rlsv3.RateLimitResponse_DescriptorStatus // the most restrictive, for the headers
 	minRem := uint32(math.MaxUint32)
 	for i := range items {
-		it := &items[i]
+		it, p := &items[i], &parts[i]
+		st := &p.st
+		resp.Statuses[i] = st
+		st.Code = rlsv3.RateLimitResponse_OK
 		switch it.kind {
 		case kindNone:
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 			continue
 		case kindUnlimited:
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			st.LimitRemaining = math.MaxUint32
 			continue
 		}
 		l := it.m.limit
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{
-			Code:               rlsv3.RateLimitResponse_OK,
-			CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit},
-			DurationUntilReset: &durationpb.Duration{Seconds: s.resetSeconds(it)},
-		}
+		p.lim.Name, p.lim.RequestsPerUnit, p.lim.Unit = l.Name, l.RequestsPerUnit, l.Unit
+		p.dur.Seconds = s.resetSeconds(it)
+		st.CurrentLimit, st.DurationUntilReset = &p.lim, &p.dur
 		if l.multiplierSet {
-			st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(l.UnitMultiplier)
+			p.mul.Value = l.UnitMultiplier
+			st.CurrentLimit.UnitMultiplier = &p.mul
 		}
 		if !it.over {
 			st.LimitRemaining = uint32(min(max(it.rem, 0), math.MaxUint32))

@@ -306,19 +306,19 @@ func (r *runner) rlsReference(ctx context.Context, reqs []*rlsv3.RateLimitReques
 	}
 	r.group.Add(p)
 	t := &grpcload.Target{Name: "envoyproxy/ratelimit", Addr: "127.0.0.1:" + strconv.Itoa(ports[1]), Requests: reqs, CPU: cpuOf(p, r.redisProc)}
-	c, err := grpcload.NewClient(t, rlsConns, rlsStreams)
-	if err != nil {
-		return nil, err
-	}
-	// It is ready when it answers.
+	// It is ready when it answers; the client connects at once, so until
+	// it listens each try is a new client.
+	var c *grpcload.Client
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err = c.Call(ctx, 0)
+		c, err = grpcload.NewClient(t, rlsConns, rlsStreams)
 		if err == nil {
-			break
+			if _, err = c.Call(ctx, 0); err == nil {
+				break
+			}
+			c.Close()
 		}
 		if p.Exited() || time.Now().After(deadline) || ctx.Err() != nil {
-			c.Close()
 			return nil, fmt.Errorf("no answer to ShouldRateLimit: %v; its last output:\n%s", err, p.Tail())
 		}
 		time.Sleep(100 * time.Millisecond)

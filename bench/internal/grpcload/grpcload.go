@@ -5,18 +5,28 @@
 // its goroutine is answered, every answer checked, bounded in time and in
 // count. It fills the same load.Result as the HTTP load client, so that
 // the two are reported alike.
+//
+// It is a lean client of its own over HTTP/2 with prior knowledge (as
+// Envoy speaks to a rate-limit cluster), so that it takes little of the
+// CPU it shares with the servers: each request is marshalled and its
+// frames rendered once (a header block without dynamic-table entries, so
+// that it is the same on every connection), a call is one write of its
+// HEADERS and DATA frames, one reader goroutine per connection hands the
+// answers to their calls, and an answer is checked by reading its wire
+// format, not by decoding it into messages.
 package grpcload
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/ratelimitd/ratelimitd/bench/internal/load"
 )
@@ -44,13 +54,18 @@ func Requests(domain, key string, values []string) []*rlsv3.RateLimitRequest {
 	return rs
 }
 
+// shouldRateLimitPath is the :path of ShouldRateLimit.
+var shouldRateLimitPath = rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
+
 // Client holds the connections to one Target.
 type Client struct {
 	t       *Target
-	conns   []*grpc.ClientConn
-	clients []rlsv3.RateLimitServiceClient
+	reqs    []rendered
+	conns   []*h2conn
 	streams int
-	// Timeout bounds each call.
+	slots   []*call // one per stream goroutine of Run
+	// Timeout bounds each call of Call, and how long a call of Run may
+	// outlast its round.
 	Timeout time.Duration
 }
 
@@ -61,15 +76,23 @@ func NewClient(t *Target, conns, streams int) (*Client, error) {
 		return nil, errors.New("grpcload: a target needs requests, and a client at least one connection and one stream")
 	}
 	c := &Client{t: t, streams: streams, Timeout: 10 * time.Second}
+	for _, r := range t.Requests {
+		msg, err := proto.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		c.reqs = append(c.reqs, render(t.Addr, shouldRateLimitPath, msg))
+	}
 	for range conns {
-		// Each its own connection: grpc.NewClient shares none.
-		cc, err := grpc.NewClient(t.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cn, err := dial(t.Addr)
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		c.conns = append(c.conns, cc)
-		c.clients = append(c.clients, rlsv3.NewRateLimitServiceClient(cc))
+		c.conns = append(c.conns, cn)
+	}
+	for range streams {
+		c.slots = append(c.slots, newCall())
 	}
 	return c, nil
 }
@@ -77,8 +100,10 @@ func NewClient(t *Target, conns, streams int) (*Client, error) {
 // Close closes the connections.
 func (c *Client) Close() error {
 	var err error
-	for _, cc := range c.conns {
-		err = errors.Join(err, cc.Close())
+	for _, cn := range c.conns {
+		if e := cn.close(); e != nil && !errors.Is(e, net.ErrClosed) {
+			err = errors.Join(err, e)
+		}
 	}
 	return err
 }
@@ -88,15 +113,94 @@ func (c *Client) Close() error {
 func (c *Client) Call(ctx context.Context, i int) (*rlsv3.RateLimitResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	req := c.t.Requests[i%len(c.t.Requests)]
-	resp, err := c.clients[i%len(c.clients)].ShouldRateLimit(ctx, req)
-	switch {
-	case err != nil:
+	cl := newCall()
+	msg, err := c.send(ctx, cl, i)
+	if err != nil {
 		return nil, err
-	case resp.OverallCode != rlsv3.RateLimitResponse_OK || len(resp.Statuses) != 1 || resp.Statuses[0].CurrentLimit == nil:
-		return nil, fmt.Errorf("unexpected answer %v to %v", resp, req)
+	}
+	resp := &rlsv3.RateLimitResponse{}
+	if err := proto.Unmarshal(msg, resp); err != nil {
+		return nil, fmt.Errorf("answer to %v: %w", c.t.Requests[i%len(c.t.Requests)], err)
 	}
 	return resp, nil
+}
+
+// send makes call i on cl and returns its checked answer's message.
+func (c *Client) send(ctx context.Context, cl *call, i int) ([]byte, error) {
+	if err := c.conns[i%len(c.conns)].do(ctx, cl, &c.reqs[i%len(c.reqs)]); err != nil {
+		return nil, err
+	}
+	msg, err := cl.message()
+	if err == nil && !counted(msg) {
+		resp := &rlsv3.RateLimitResponse{}
+		if uerr := proto.Unmarshal(msg, resp); uerr != nil {
+			return nil, fmt.Errorf("answer to %v: %w", c.t.Requests[i%len(c.t.Requests)], uerr)
+		}
+		err = fmt.Errorf("unexpected answer %v to %v", resp, c.t.Requests[i%len(c.t.Requests)])
+	}
+	return msg, err
+}
+
+// Field numbers counted reads.
+const (
+	fieldOverallCode  = 1 // RateLimitResponse.overall_code
+	fieldStatuses     = 2 // RateLimitResponse.statuses
+	fieldCurrentLimit = 2 // DescriptorStatus.current_limit
+)
+
+// counted reports whether msg, a RateLimitResponse in wire format, is OK
+// overall with one status that has a limit.
+func counted(msg []byte) bool {
+	ok, statuses, limited := false, 0, false
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return false
+		}
+		msg = msg[n:]
+		switch {
+		case num == fieldOverallCode && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(msg)
+			if n < 0 {
+				return false
+			}
+			ok, msg = v == uint64(rlsv3.RateLimitResponse_OK), msg[n:]
+		case num == fieldStatuses && typ == protowire.BytesType:
+			st, n := protowire.ConsumeBytes(msg)
+			if n < 0 {
+				return false
+			}
+			statuses, msg = statuses+1, msg[n:]
+			limited = hasField(st, fieldCurrentLimit)
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, msg)
+			if n < 0 {
+				return false
+			}
+			msg = msg[n:]
+		}
+	}
+	return ok && statuses == 1 && limited
+}
+
+// hasField reports whether the message m has a length-delimited field num.
+func hasField(m []byte, num protowire.Number) bool {
+	for len(m) > 0 {
+		got, typ, n := protowire.ConsumeTag(m)
+		if n < 0 {
+			return false
+		}
+		m = m[n:]
+		if got == num && typ == protowire.BytesType {
+			return true
+		}
+		n = protowire.ConsumeFieldValue(got, typ, m)
+		if n < 0 {
+			return false
+		}
+		m = m[n:]
+	}
+	return false
 }
 
 // Run calls c's target for d (or until ctx ends) from c's streams
@@ -108,8 +212,11 @@ func Run(ctx context.Context, c *Client, d time.Duration, into *load.Result, rec
 	if into.Err != nil {
 		return // a failed client may be nil
 	}
-	load.Drive(ctx, c.t.Name, c.t.CPU, c.streams, d, into, record, func(_, i int, _ time.Time) error {
-		_, err := c.Call(ctx, i)
+	// One deadline for the round's calls, rather than a timer per call.
+	ctx, cancel := context.WithTimeout(ctx, d+c.Timeout)
+	defer cancel()
+	load.Drive(ctx, c.t.Name, c.t.CPU, c.streams, d, into, record, func(g, i int, _ time.Time) error {
+		_, err := c.send(ctx, c.slots[g], i)
 		return err
 	})
 }

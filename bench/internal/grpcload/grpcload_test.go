@@ -2,6 +2,7 @@ package grpcload
 
 import (
 	"context"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -58,13 +59,25 @@ func TestRun(t *testing.T) {
 	if res.Err != nil || res.Requests == 0 || int64(len(res.Lat)) != res.Requests || res.Elapsed < 200*time.Millisecond || res.ServerCPU != 1 || cpuReads != 2 {
 		t.Fatalf("got %d requests, %d latencies, %v, CPU %v after %d reads, err %v", res.Requests, len(res.Lat), res.Elapsed, res.ServerCPU, cpuReads, res.Err)
 	}
-	resp, err := c.Call(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
+	// One more call of each value: together they counted every call
+	// exactly. Calls 0, 3, 6, … send "a", and each goroutine's calls (g,
+	// g+4, g+8, …) go round the three values, so each value got a third
+	// of the calls, give or take two thirds of one per goroutine, and its
+	// own.
+	total := int64(0)
+	for i, v := range []string{"a", "b", "c"} {
+		resp, err := c.Call(context.Background(), i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := int64(1<<30) - int64(resp.Statuses[0].LimitRemaining)
+		if third := res.Requests / 3; counted < third-2 || counted > third+4 {
+			t.Errorf("%s's count %d after %d requests over 3 values, want about a third", v, counted, res.Requests)
+		}
+		total += counted
 	}
-	// Calls 0, 3, 6, … send "a": about a third of them, and this one.
-	if counted := int64(1<<30) - int64(resp.Statuses[0].LimitRemaining); counted < res.Requests/3 || counted > res.Requests/3+2 {
-		t.Errorf("a's count %d after %d requests over 3 values, want about a third", counted, res.Requests)
+	if total != res.Requests+3 {
+		t.Errorf("the values' counts add up to %d, want the %d requests and 3 more", total, res.Requests)
 	}
 }
 
@@ -84,5 +97,45 @@ func TestRunStopsOnAnUnexpectedAnswer(t *testing.T) {
 	}
 	if _, err := NewClient(&Target{Name: "none", Addr: addr}, 1, 1); err == nil {
 		t.Error("a target without requests: got no error")
+	}
+}
+
+// TestCallErrors: a call the server refuses fails with its gRPC code and
+// message, and the connection goes on serving; a server that closes the
+// connection fails the calls on it rather than leaving them waiting.
+func TestCallErrors(t *testing.T) {
+	t.Parallel()
+	addr := serve(t, 1<<30)
+	c, err := NewClient(&Target{Name: "rls", Addr: addr, Requests: append(Requests("", "user", []string{"a"}), Requests("bench", "user", []string{"a"})...)}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Call(context.Background(), 0); err == nil || err.Error() != "gRPC status InvalidArgument: domain: must not be empty" {
+		t.Errorf("an empty domain: got %v, want InvalidArgument naming the domain", err)
+	}
+	if resp, err := c.Call(context.Background(), 1); err != nil || resp.Statuses[0].LimitRemaining != 1<<30-1 {
+		t.Errorf("the next call: got %v, %v", resp, err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err == nil {
+			_, _ = io.ReadFull(nc, make([]byte, 24)) // the preface
+			nc.Close()
+		}
+	}()
+	c2, err := NewClient(&Target{Name: "gone", Addr: ln.Addr().String(), Requests: Requests("bench", "user", []string{"a"})}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.Call(context.Background(), 0); err == nil {
+		t.Error("a server that closed the connection: got no error")
 	}
 }

@@ -75,9 +75,10 @@ func (b *md) rlsSection(r *Report, charts []string) {
 		return
 	}
 	s := r.RLS
-	b.p("One load client (this process): %d concurrent `ShouldRateLimit` calls over %d HTTP/2 connections (the Go gRPC",
+	b.p("One load client (this process): %d concurrent `ShouldRateLimit` calls over %d HTTP/2 connections (a lean gRPC",
 		s.Streams, s.Conns)
-	b.p("client), each sending its next call when the last is answered, one descriptor per request (`user` = one of %s", count(s.Keys))
+	b.p("client: each request rendered once, no allocation per call), each sending its next call when the last is answered,")
+	b.p("one descriptor per request (`user` = one of %s", count(s.Keys))
 	b.p("values), a one-hour limit no run reaches; ratelimitd's HTTP `GET /check_rate` of the same ids over %d keep-alive", s.Streams)
 	b.p("connections, same daemon. Every peer gets a %s warm-up, then %d rounds of %s, the order rotating each round.", s.Warmup, s.Rounds, s.PerRound)
 	b.p("")
