@@ -230,10 +230,7 @@ func (b *md) embeddedSection(r *Report, charts []string) {
 	b.p("checks/s ÷ the fastest other library's in that row.")
 	b.p("")
 	for _, keys := range e.Keys {
-		header := []string{"keys", "distribution", "goroutines"}
-		for _, l := range e.Limiters {
-			header = append(header, l)
-		}
+		header := append([]string{"keys", "distribution", "goroutines"}, e.Limiters...)
 		header = append(header, "ratelimitd ÷ fastest other")
 		var rows [][]string
 		for _, c := range e.cases(keys) {

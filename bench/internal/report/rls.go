@@ -78,8 +78,8 @@ func (b *md) rlsSection(r *Report, charts []string) {
 	b.p("One load client (this process): %d concurrent `ShouldRateLimit` calls over %d HTTP/2 connections (a lean gRPC",
 		s.Streams, s.Conns)
 	b.p("client: each request rendered once, no allocation per call), each sending its next call when the last is answered,")
-	b.p("one descriptor per request (`user` = one of %s", count(s.Keys))
-	b.p("values), a one-hour limit no run reaches; ratelimitd's HTTP `GET /check_rate` of the same ids over %d keep-alive", s.Streams)
+	b.p("one descriptor per request (`user` = one of %s values), a one-hour limit no run reaches; ratelimitd's HTTP", count(s.Keys))
+	b.p("`GET /check_rate` of the same ids over %d keep-alive", s.Streams)
 	b.p("connections, same daemon. Every peer gets a %s warm-up, then %d rounds of %s, the order rotating each round.", s.Warmup, s.Rounds, s.PerRound)
 	b.p("")
 	ours := s.Peer(ShortRLS)
