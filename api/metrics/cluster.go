@@ -12,6 +12,7 @@ import (
 type ClusterStats struct {
 	ForwardedChecks  int64 // checks sent to their owners
 	ForwardedBatches int64 // the batches that carried them
+	ForwardStreams   int64 // streams opened to other members to carry them
 	// BatchSizeBounds are the upper bounds of the buckets of BatchSizes;
 	// BatchSizes counts forwarded batches by checks in each, one bucket
 	// more than bounds (above the last).
@@ -51,6 +52,7 @@ type clusterSeries struct {
 var clusterSeriesList = []clusterSeries{
 	{"ratelimitd_cluster_forwarded_checks_total", "Checks sent to the member that owns their vshard.", nil, false, func(s *ClusterStats) int64 { return s.ForwardedChecks }},
 	{"ratelimitd_cluster_forwarded_batches_total", "Batches that carried the forwarded checks.", nil, false, func(s *ClusterStats) int64 { return s.ForwardedBatches }},
+	{"ratelimitd_cluster_forward_streams_total", "Streams opened to other members to carry the forwarded batches (one per member link, again after one breaks).", nil, false, func(s *ClusterStats) int64 { return s.ForwardStreams }},
 	{"ratelimitd_cluster_received_checks_total", "Checks forwarded to this member by the others.", nil, false, func(s *ClusterStats) int64 { return s.ReceivedChecks }},
 	{"ratelimitd_cluster_received_batches_total", "Batches forwarded to this member.", nil, false, func(s *ClusterStats) int64 { return s.ReceivedBatches }},
 	{"ratelimitd_cluster_duplicate_batches_total", "Batches received again (a retry), answered with the reply kept, not counted again.", nil, false, func(s *ClusterStats) int64 { return s.Duplicates }},
@@ -124,7 +126,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 // ObserveCluster adds the series of a cluster member, read from stats()
 // at every scrape:
 //
-//	ratelimitd_cluster_forwarded_checks_total, _forwarded_batches_total
+//	ratelimitd_cluster_forwarded_checks_total, _forwarded_batches_total, _forward_streams_total
 //	ratelimitd_cluster_checks_per_batch        (histogram of forwarded batches)
 //	ratelimitd_cluster_received_checks_total, _received_batches_total, _duplicate_batches_total
 //	ratelimitd_cluster_fenced_checks_total, _unavailable_checks_total, _admitted_open_checks_total

@@ -237,7 +237,7 @@ func TestMetricsCluster(t *testing.T) {
 	served.Store(341)
 	m.ObserveCluster(func() metrics.ClusterStats {
 		return metrics.ClusterStats{
-			ForwardedChecks: 700, ForwardedBatches: 7,
+			ForwardedChecks: 700, ForwardedBatches: 7, ForwardStreams: 2,
 			BatchSizeBounds: []int64{1, 10, 100}, BatchSizes: []int64{1, 2, 3, 1},
 			ReceivedChecks: 50, ReceivedBatches: 5, Duplicates: 1, Fenced: 9, Unavailable: 4, AdmittedOpen: 2,
 			HandoffsOut: 3, HandoffFailures: 1, VShardsOut: 80, VShardsIn: 12, BucketsOut: 4000, HandoffNanos: 1_500_000_000,
@@ -248,6 +248,7 @@ func TestMetricsCluster(t *testing.T) {
 	want := map[string]string{
 		`ratelimitd_cluster_forwarded_checks_total`:                 "700",
 		`ratelimitd_cluster_forwarded_batches_total`:                "7",
+		`ratelimitd_cluster_forward_streams_total`:                  "2",
 		`ratelimitd_cluster_checks_per_batch_bucket{le="1"}`:        "1",
 		`ratelimitd_cluster_checks_per_batch_bucket{le="10"}`:       "3",
 		`ratelimitd_cluster_checks_per_batch_bucket{le="100"}`:      "6",

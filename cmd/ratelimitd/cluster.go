@@ -122,7 +122,7 @@ func clusterMetrics(sys *actors.System) func() metrics.ClusterStats {
 		st, _ := sys.ClusterStatus()
 		s := st.Stats
 		return metrics.ClusterStats{
-			ForwardedChecks: s.ForwardedChecks, ForwardedBatches: s.ForwardedBatches,
+			ForwardedChecks: s.ForwardedChecks, ForwardedBatches: s.ForwardedBatches, ForwardStreams: s.ForwardStreams,
 			BatchSizeBounds: actors.BatchSizeBounds[:], BatchSizes: s.BatchSizes,
 			ReceivedChecks: s.ReceivedChecks, ReceivedBatches: s.ReceivedBatches, Duplicates: s.Duplicates,
 			Fenced: s.Fenced, Unavailable: s.Unavailable, AdmittedOpen: s.AdmittedOpen,

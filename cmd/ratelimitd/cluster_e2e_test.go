@@ -449,10 +449,20 @@ func TestE2EClusterTwoMembers(t *testing.T) {
 	if forwarded != 5 {
 		t.Fatalf("%d checks forwarded, want 5 (the other member's half of 10)", forwarded)
 	}
+	var forwardedSeries, streams float64
 	for _, m := range ms {
 		if v, ok := m.metric(t, "ratelimitd_cluster_members"); !ok || v != 2 {
 			t.Fatalf("%s: ratelimitd_cluster_members %v (found %v), want 2", m.label, v, ok)
 		}
+		f, ok1 := m.metric(t, "ratelimitd_cluster_forwarded_checks_total")
+		n, ok2 := m.metric(t, "ratelimitd_cluster_forward_streams_total")
+		if !ok1 || !ok2 {
+			t.Fatalf("%s: no forwarded-checks or forward-streams series", m.label)
+		}
+		forwardedSeries, streams = forwardedSeries+f, streams+n
+	}
+	if forwardedSeries != 5 || streams != 1 {
+		t.Fatalf("/metrics: %v checks forwarded over %v streams, want 5 over 1 (one member's link to the other)", forwardedSeries, streams)
 	}
 	code, _, stderr := runDaemonOnce(t, append(memberFlags(t, etcd, strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())),
 		"--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--cluster-vshards", "512")...)
