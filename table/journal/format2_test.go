@@ -190,44 +190,7 @@ func oneSegmentV2(t *testing.T, n int) ([][]byte, []byte, []int64) {
 func TestFlipEveryByteV2(t *testing.T) {
 	t.Parallel()
 	want, orig, offs := oneSegmentV2(t, 6)
-	last := offs[len(offs)-1]
-	end := last + frame2Size(len(want[len(want)-1]))
-	frameOf := func(i int64) int {
-		k, _ := slices.BinarySearch(offs, i+1)
-		return k - 1
-	}
-	for i := range end + 16 {
-		img := bytes.Clone(orig)
-		img[i] ^= 0xff
-		dir, path := withSegment(t, img)
-		j, got, rec, err := openCollect(t, dir, testOptions(SyncNone))
-		switch k := frameOf(i); {
-		case i >= 24 && i < 32:
-			if err != nil || len(got) != 0 || rec.TornTails != 1 {
-				t.Fatalf("byte %d (salt): got %d records, %+v, %v; want none and a torn tail", i, len(got), rec, err)
-			}
-		case i < headerSize:
-			if ce, ok := isCorrupt(err); !ok || ce.Path != path || ce.Offset != 0 {
-				t.Fatalf("byte %d (header): got %v, want ErrCorrupt at offset 0", i, err)
-			}
-		case i < last:
-			if ce, ok := isCorrupt(err); !ok || ce.Path != path || ce.Offset != offs[k] {
-				t.Fatalf("byte %d (frame %d): got %v, want ErrCorrupt at offset %d", i, k, err, offs[k])
-			}
-		default:
-			wantN := len(want) - 1
-			if i >= end {
-				wantN = len(want)
-			}
-			if err != nil || rec.TornTails != 1 {
-				t.Fatalf("byte %d (last frame or after): got %+v, %v; want a torn tail", i, rec, err)
-			}
-			checkRecords(t, got, want[:wantN])
-		}
-		if err == nil {
-			_ = j.Close()
-		}
-	}
+	flipEveryByte(t, want, orig, offs, offs[len(offs)-1]+frame2Size(len(want[len(want)-1])))
 }
 
 // TestTornLastFrameV2: the last frame of format 2 cut at every byte (its

@@ -151,8 +151,16 @@ func TestTornLastFrameIsATornTail(t *testing.T) {
 func TestFlipEveryByteOfTheNewestSegment(t *testing.T) {
 	t.Parallel()
 	_, want, orig, offs := oneSegment(t, 6)
+	flipEveryByte(t, want, orig, offs, offs[len(offs)-1]+frameSize(len(want[len(want)-1])))
+}
+
+// flipEveryByte flips each byte of the segment image orig in turn, up to a
+// little past end (the end of its data), and checks what
+// TestFlipEveryByteOfTheNewestSegment says: want are its records, offs
+// their frames' offsets.
+func flipEveryByte(t *testing.T, want [][]byte, orig []byte, offs []int64, end int64) {
+	t.Helper()
 	last := offs[len(offs)-1]
-	end := last + frameSize(len(want[len(want)-1]))
 	frameOf := func(i int64) int {
 		k, _ := slices.BinarySearch(offs, i+1)
 		return k - 1
