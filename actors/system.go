@@ -487,7 +487,10 @@ func (s *System) AppendCheckAll(ctx context.Context, dst []table.Decision, reqs 
 	}
 	if s.cl != nil {
 		decs, allowed, err := s.cl.checkAll(ctx, reqs)
-		if dst == nil || decs == nil {
+		switch {
+		case decs == nil:
+			return dst, allowed, err
+		case dst == nil:
 			return decs, allowed, err
 		}
 		return append(dst, decs...), allowed, err
