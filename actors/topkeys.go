@@ -130,8 +130,8 @@ var views = sync.Pool{New: func() any { return new(topk.View) }}
 // most 414,328 bytes per shard (topk.DefaultCapacity counters and a front
 // of 512 ids), less above 8 shards (256 counters per summary in all, at
 // least 8 per shard: 112,120 bytes). On the check path an id in its
-// shard's front costs a look at four entries, one new to it the move of
-// the lightest of them into the summaries; neither allocates.
+// shard's front costs a look at one 64-byte set of it, one new to it the
+// move of that set's lightest id into the summaries; neither allocates.
 func (s *System) Top(m topk.Metric, w topk.Window, n int, now time.Time) (TopKeys, error) {
 	if !s.cfg.TopKeys {
 		return TopKeys{}, ErrNoTopKeys
