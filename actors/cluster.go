@@ -391,7 +391,6 @@ func (cl *cluster) join(ctx context.Context) error {
 		cl.addr = cl.ln.Addr().String()
 	}
 	cl.srv = peer.NewServer(map[string]peer.Handler{
-		"Forward": cl.handleForward,
 		"Prepare": cl.handlePrepare,
 		"Commit":  cl.handleCommit,
 		"Abort":   cl.handleAbort,

@@ -582,17 +582,6 @@ func (o *outbox) land(f *flight, err error) bool {
 	return !o.closed && o.startLocked()
 }
 
-// handleForward decides a batch forwarded to this member in a call of
-// its own, or answers it with the reply kept for it if it was seen before.
-func (cl *cluster) handleForward(_ context.Context, req []byte) ([]byte, error) {
-	rep, err := cl.decideBatch(req)
-	if err != nil {
-		return nil, err
-	}
-	_, n := binary.Uvarint(rep)
-	return rep[n:], nil
-}
-
 // serveForwards decides the batches of one stream from a member, in
 // their order, each answered by its seq and its reply.
 func (cl *cluster) serveForwards(st *peer.ServerStream) error {
