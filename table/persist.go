@@ -257,7 +257,11 @@ func (t *Table) pending(rec []byte, d *decoded) pendingEntry {
 		p.key = uint32(len(t.pendKeys) - 1)
 	}
 	if p.idLen > 0 {
-		p.id = uint32(uintptr(unsafe.Pointer(unsafe.StringData(d.slot.id))) - uintptr(unsafe.Pointer(unsafe.SliceData(rec))))
+		off := uintptr(unsafe.Pointer(unsafe.StringData(d.slot.id))) - uintptr(unsafe.Pointer(unsafe.SliceData(rec)))
+		if off > uintptr(len(rec)) || uintptr(len(rec))-off < uintptr(p.idLen) {
+			panic("table: a decoded id is not a slice of its record") // unpend reads it back from rec
+		}
+		p.id = uint32(off)
 	}
 	return p
 }
