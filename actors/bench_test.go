@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,11 +45,13 @@ func (f *mutexFloor) allow(r *table.Request) bool {
 }
 
 // BenchmarkCheck measures System.Check from many goroutines at 1k keys
-// against the map+mutex floor, in one run, without and with top-keys
-// tracking (system+topkeys: Config.TopKeys; 1k keys over the default
-// shards are more than each shard's summaries hold, most of them within
-// its front). p=1 runs GOMAXPROCS goroutines;
-// p=64 runs 64 per proc, as a loaded HTTP server would.
+// against the map+mutex floor, in one run. system+topkeys is the same
+// with top-keys tracking (Config.TopKeys; 1k keys over the default shards
+// are more than each shard's summaries hold, most of them within its
+// front), paired with a System without it in alternating rounds: its
+// x-system is its checks/s ÷ the other's, a ratio that the swings of a
+// shared machine between two runs do not blur. p=1 runs GOMAXPROCS
+// goroutines; p=64 runs 64 per proc, as a loaded HTTP server would.
 func BenchmarkCheck(b *testing.B) {
 	reqs := benchRequests()
 	for _, p := range []int{1, 64} {
@@ -67,30 +71,107 @@ func BenchmarkCheck(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
 		})
-		for _, sys := range []struct {
-			name string
-			cfg  Config
-		}{{"system", Config{}}, {"system+topkeys", Config{TopKeys: true}}} {
-			b.Run(sys.name+"/p="+strconv.Itoa(p), func(b *testing.B) {
-				s := startSystem(b, sys.cfg)
-				ctx := context.Background()
-				var next atomic.Uint64
-				b.SetParallelism(p)
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					i := next.Add(7)
-					for pb.Next() {
-						i++
-						if d, err := s.Check(ctx, reqs[i%benchKeys]); err != nil || !d.Allowed {
-							b.Errorf("Check: %+v, %v", d, err)
-						}
+		b.Run("system/p="+strconv.Itoa(p), func(b *testing.B) {
+			s := startSystem(b, Config{})
+			ctx := context.Background()
+			var next atomic.Uint64
+			b.SetParallelism(p)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := next.Add(7)
+				for pb.Next() {
+					i++
+					if d, err := s.Check(ctx, reqs[i%benchKeys]); err != nil || !d.Allowed {
+						b.Errorf("Check: %+v, %v", d, err)
 					}
-				})
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
+				}
 			})
-		}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
+		})
+		b.Run("system+topkeys/p="+strconv.Itoa(p), func(b *testing.B) {
+			without, with := startSystem(b, Config{}), startSystem(b, Config{TopKeys: true})
+			b.ReportAllocs()
+			x, rate, base := pairedChecks(b, without, with, reqs, p*runtime.GOMAXPROCS(0))
+			b.ReportMetric(rate, "checks/s")
+			b.ReportMetric(base, "without-checks/s")
+			b.ReportMetric(x, "x-system")
+		})
 	}
+}
+
+// pairedRound is how many checks each system takes in one round of
+// pairedChecks: a few milliseconds, shorter than most swings of a shared
+// machine's speed.
+const pairedRound = 1 << 14
+
+// pairedChecks checks reqs (b.N checks each) on a and b in alternating
+// rounds of pairedRound checks from g goroutines, a first in even rounds
+// and b first in odd ones, so that both run on the same machine at the
+// same moments; the timer starts after a first, untimed round of each.
+// It returns the median over the rounds of b's checks/s ÷
+// a's in the same round, and b's and a's checks/s over all of them.
+func pairedChecks(tb *testing.B, a, b *System, reqs []table.Request, g int) (x, rateB, rateA float64) {
+	size := pairedRound
+	rounds := max(1, tb.N/size) // b.N < size takes one round all the same
+	ctx := context.Background()
+	var next atomic.Uint64
+	var done sync.WaitGroup
+	starts := make([]chan *System, g)
+	for w := range starts {
+		n := size / g
+		if w < size%g {
+			n++
+		}
+		starts[w] = make(chan *System, 1)
+		go func(start <-chan *System) {
+			i := next.Add(7)
+			for s := range start {
+				for range n {
+					i++
+					if d, err := s.Check(ctx, reqs[i%benchKeys]); err != nil || !d.Allowed {
+						tb.Errorf("Check: %+v, %v", d, err)
+						break
+					}
+				}
+				done.Done()
+			}
+		}(starts[w])
+	}
+	defer func() {
+		for _, c := range starts {
+			close(c)
+		}
+	}()
+	phase := func(s *System) time.Duration {
+		begin := time.Now()
+		done.Add(g)
+		for _, c := range starts {
+			c <- s
+		}
+		done.Wait()
+		return time.Since(begin)
+	}
+	phase(a) // each creates its buckets, untimed
+	phase(b)
+	tb.ResetTimer()
+	ratios := make([]float64, 0, rounds)
+	var totalA, totalB time.Duration
+	for r := range rounds {
+		var ta, tbb time.Duration
+		if r%2 == 0 {
+			ta = phase(a)
+			tbb = phase(b)
+		} else {
+			tbb = phase(b)
+			ta = phase(a)
+		}
+		ratios = append(ratios, ta.Seconds()/tbb.Seconds())
+		totalA, totalB = totalA+ta, totalB+tbb
+	}
+	slices.Sort(ratios)
+	n := float64(rounds * size)
+	return ratios[len(ratios)/2], n / totalB.Seconds(), n / totalA.Seconds()
 }
 
 // The reply paths an owner could answer a check by, measured side by side:
