@@ -110,6 +110,7 @@ func (r *runner) clusterSection(ctx context.Context) error {
 		c.Peers = append(c.Peers, p)
 		r.logf("cluster %-32s %9.0f req/s p99 %v cpu %.3f s/1k checks", p.Name, p.ReqPerSec(), p.P99, p.CPUPer1kChecks())
 	}
+	c.Direct = r.directForwardCost(ctx, plan, bases, paths, cpuOf(members...))
 	for _, p := range append(members, single) {
 		if err := p.Stop(15 * time.Second); err != nil {
 			r.fail("cluster: %v", err)
@@ -117,6 +118,87 @@ func (r *runner) clusterSection(ctx context.Context) error {
 	}
 	c.Handoff = r.measureHandoff(ctx, bin, etcdURL, buckets)
 	return nil
+}
+
+// directForwardCost loads member bases[0] alone, in alternating rounds,
+// with the ids it decides itself and with the ids the other members own,
+// the server CPU summed over every member (cpu): the cost of a forwarded
+// check against a local one on the same processes.
+func (r *runner) directForwardCost(ctx context.Context, plan load.Plan, bases, paths []string, cpu func() (float64, error)) *report.DirectForward {
+	d := &report.DirectForward{}
+	local, remote, err := splitByOwner(ctx, bases[0], paths)
+	if err != nil {
+		d.Error = firstLine(err.Error())
+		r.fail("cluster direct: %v", err)
+		return d
+	}
+	d.LocalIDs, d.ForwardedIDs = len(local), len(remote)
+	if len(local) == 0 || len(remote) == 0 {
+		d.Error = fmt.Sprintf("member 0 owns %d of %d ids", len(local), len(paths))
+		return d
+	}
+	targets := []*load.Target{
+		{Name: "member 0, its own ids", Base: bases[0], Method: http.MethodGet, Paths: local, ChecksPerRequest: 1, CPU: cpu},
+		{Name: "member 0, the other members' ids", Base: bases[0], Method: http.MethodGet, Paths: remote, ChecksPerRequest: 1, CPU: cpu},
+	}
+	names := []string{report.ShortLocalIDs, report.ShortForwardedIDs}
+	before, err := metricValues(ctx, bases[0], "ratelimitd_cluster_forwarded_checks_total", "ratelimitd_cluster_forwarded_batches_total")
+	if err != nil {
+		d.Error = firstLine(err.Error())
+		return d
+	}
+	results := load.Compare(ctx, plan, targets)
+	after, err := metricValues(ctx, bases[0], "ratelimitd_cluster_forwarded_checks_total", "ratelimitd_cluster_forwarded_batches_total")
+	if err != nil {
+		d.Error = firstLine(err.Error())
+		return d
+	}
+	d.Forwarded, d.Batches = int64(after[0]-before[0]), int64(after[1]-before[1])
+	for i, res := range results {
+		p := report.HTTPPeer{Name: targets[i].Name, Short: names[i], Request: "GET /check_rate", ChecksPerRequest: 1}
+		if res.Err != nil {
+			r.fail("cluster %s: %v", p.Name, res.Err)
+			p.Error = firstLine(res.Err.Error())
+		} else {
+			p.Requests, p.Elapsed, p.ServerCPU, p.ClientCPU = res.Requests, res.Elapsed, res.ServerCPU, res.ClientCPU
+			p.P50, p.P99, p.P999 = load.Quantile(res.Lat, 0.5), load.Quantile(res.Lat, 0.99), load.Quantile(res.Lat, 0.999)
+		}
+		d.Peers = append(d.Peers, p)
+		r.logf("cluster %-32s %9.0f req/s p99 %v cpu %.3f s/1k checks", p.Name, p.ReqPerSec(), p.P99, p.CPUPer1kChecks())
+	}
+	return d
+}
+
+// splitByOwner splits paths (one check each) into those member base
+// decides itself and those it forwards: it sends each once, in turn, and
+// reads the member's forwarded-checks counter after each answer (a
+// forwarded batch is counted before its checks are answered).
+func splitByOwner(ctx context.Context, base string, paths []string) (local, remote []string, err error) {
+	const series = "ratelimitd_cluster_forwarded_checks_total"
+	last, err := metricValues(ctx, base, series)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range paths {
+		var a checkAnswer
+		if err := fetch(ctx, http.MethodGet, base+p, nil, &a); err != nil {
+			return nil, nil, err
+		}
+		now, err := metricValues(ctx, base, series)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch now[0] - last[0] {
+		case 0:
+			local = append(local, p)
+		case 1:
+			remote = append(remote, p)
+		default:
+			return nil, nil, fmt.Errorf("one check of %s moved the forwarded checks by %v", p, now[0]-last[0])
+		}
+		last = now
+	}
+	return local, remote, nil
 }
 
 // daemon builds the daemon once and returns its path.

@@ -21,8 +21,25 @@ type Cluster struct {
 	// batches that carried them, during the cluster's rounds (one member
 	// and round-robin, their warm-ups included).
 	Forwarded, Batches int64
-	Handoff            *Handoff
-	Error              string // why the section has no numbers
+	// Direct is one member loaded alone with the ids it owns against the
+	// ids the other members own, in alternating rounds of their own.
+	Direct  *DirectForward
+	Handoff *Handoff
+	Error   string // why the section has no numbers
+}
+
+// DirectForward is the cost of a forwarded check against a local one,
+// measured on the same members: one member loaded alone, once with the
+// ids it decides itself and once with the ids the others own, the server
+// CPU summed over every member.
+type DirectForward struct {
+	LocalIDs, ForwardedIDs int // of the section's ids
+	// Peers: ShortLocalIDs and ShortForwardedIDs.
+	Peers []HTTPPeer
+	// Forwarded and Batches are the checks the loaded member forwarded,
+	// and the batches that carried them, during these rounds.
+	Forwarded, Batches int64
+	Error              string
 }
 
 // Cluster peer roles, as HTTPPeer.Short.
@@ -30,7 +47,36 @@ const (
 	ShortSingle     = "single node"
 	ShortOneMember  = "one member"
 	ShortRoundRobin = "round-robin"
+
+	ShortLocalIDs     = "local ids"
+	ShortForwardedIDs = "forwarded ids"
 )
+
+// peer returns d's peer with the given Short label, if it has numbers.
+func (d *DirectForward) peer(short string) *HTTPPeer {
+	if d == nil {
+		return nil
+	}
+	for i := range d.Peers {
+		if d.Peers[i].Short == short && d.Peers[i].OK() {
+			return &d.Peers[i]
+		}
+	}
+	return nil
+}
+
+// Cost is the CPU per forwarded check ÷ the CPU per local check, both
+// summed over the members, and the checks per forwarded batch.
+func (d *DirectForward) Cost() (x, perBatch float64, ok bool) {
+	l, f := d.peer(ShortLocalIDs), d.peer(ShortForwardedIDs)
+	if l == nil || f == nil || l.CPUPer1kChecks() == 0 || f.CPUPer1kChecks() == 0 {
+		return 0, 0, false
+	}
+	if d.Batches > 0 {
+		perBatch = float64(d.Forwarded) / float64(d.Batches)
+	}
+	return f.CPUPer1kChecks() / l.CPUPer1kChecks(), perBatch, true
+}
 
 // Handoff is the cost of moving vshards with their buckets: a member that
 // held every vshard hands its share to a member that joins.
@@ -65,10 +111,13 @@ func (c *Cluster) ForwardedShare() float64 {
 	return min(float64(c.Forwarded)/float64(one.Requests+rr.Requests), 1)
 }
 
-// ForwardCost is the CPU of a forwarded check ÷ the CPU of a local one:
-// the round-robin CPU per check is the single node's plus, for the share
-// forwarded, the cost of forwarding.
-func (c *Cluster) ForwardCost() (float64, bool) {
+// DerivedForwardCost is the CPU of a forwarded check ÷ the CPU of a local
+// one as the round-robin rows imply it, taking the single node's CPU per
+// check for a local check's: the round-robin CPU per check is that plus,
+// for the share forwarded, the cost of forwarding. Three members and the
+// single node do not run alike on shared cores, so this is an estimate;
+// Direct measures the cost on the same members.
+func (c *Cluster) DerivedForwardCost() (float64, bool) {
 	single, rr := c.Peer(ShortSingle), c.Peer(ShortRoundRobin)
 	share := c.ForwardedShare()
 	if single == nil || rr == nil || share == 0 || single.CPUPer1kChecks() == 0 {
@@ -82,11 +131,17 @@ func (c *Cluster) ForwardCost() (float64, bool) {
 const GoalClusterForward = "cluster-forward"
 
 func clusterGoal(c *Cluster) Goal {
-	g := Goal{ID: GoalClusterForward, Name: "cluster mode: a forwarded check costs ≤ 2× the CPU of a local check", Target: "≤ 2×", Status: NotMeasured}
-	if x, ok := c.ForwardCost(); ok {
+	g := Goal{ID: GoalClusterForward, Name: "cluster mode: a forwarded check costs ≤ 2× the CPU of a local check (one member loaded alone, the ids other members own against the ids it owns, CPU summed over the members)", Target: "≤ 2×", Status: NotMeasured}
+	if c == nil || c.Direct == nil {
+		return g
+	}
+	if x, per, ok := c.Direct.Cost(); ok {
 		g.Status = status(x <= 2)
-		g.Measured = fmt.Sprintf("%.3f vs %.3f CPU s per 1k checks, %.0f%% forwarded, %.1f checks per batch: %.2f×",
-			c.Peer(ShortRoundRobin).CPUPer1kChecks(), c.Peer(ShortSingle).CPUPer1kChecks(), 100*c.ForwardedShare(), perBatch(c), x)
+		g.Measured = fmt.Sprintf("%.3f vs %.3f CPU s per 1k checks, %.1f checks per forwarded batch: %.2f×",
+			c.Direct.peer(ShortForwardedIDs).CPUPer1kChecks(), c.Direct.peer(ShortLocalIDs).CPUPer1kChecks(), per, x)
+		if y, ok := c.DerivedForwardCost(); ok {
+			g.Measured += fmt.Sprintf(" (derived from round-robin over %d members against the single node: %.2f×)", c.Members, y)
+		}
 	}
 	return g
 }
@@ -132,10 +187,13 @@ func (b *md) clusterSection(r *Report) {
 	b.table([]string{"", "req/s", "p50", "p99", "p99.9", "server CPU s per 1k checks", "÷ single node"}, rows)
 	b.p("During the cluster's rounds (warm-ups included) the members forwarded %s checks in %s batches: %.1f checks per batch (%.0f%% of the checks).",
 		count(int(c.Forwarded)), count(int(c.Batches)), perBatch(c), 100*c.ForwardedShare())
-	if x, ok := c.ForwardCost(); ok {
-		b.p("A forwarded check costs %.2f× the CPU of a local one (the round-robin CPU per check is the single node's plus, for the share forwarded, the forwarding's).", x)
+	if x, ok := c.DerivedForwardCost(); ok {
+		b.p("Derived from these rows, a forwarded check costs %.2f× the CPU of a local one (the round-robin CPU per check taken as the single node's plus, for the share forwarded, the forwarding's).", x)
 	}
 	b.p("")
+	if d := c.Direct; d != nil {
+		b.directSection(c, d)
+	}
 	if h := c.Handoff; h != nil {
 		b.p("Handoff: a member holding %s buckets in all 1024 vshards hands its share to a member that joins.", count(h.Buckets))
 		switch {
@@ -148,4 +206,38 @@ func (b *md) clusterSection(r *Report) {
 		}
 		b.p("")
 	}
+}
+
+// directSection reports a forwarded check's cost measured on the same
+// members.
+func (b *md) directSection(c *Cluster, d *DirectForward) {
+	b.p("Forwarded against local on the same members: member 0 loaded alone (%d connections), in alternating rounds as above,", c.Conns)
+	b.p("once with the %d of the %s ids whose vshards it owns and once with the %d the other members own; the server", d.LocalIDs, count(c.Keys), d.ForwardedIDs)
+	b.p("CPU is summed over all %d members in both.", c.Members)
+	b.p("")
+	if d.Error != "" {
+		b.p("Not measured: %s.", d.Error)
+		b.p("")
+		return
+	}
+	local := d.peer(ShortLocalIDs)
+	var rows [][]string
+	for i := range d.Peers {
+		p := &d.Peers[i]
+		if !p.OK() {
+			rows = append(rows, []string{p.Name, "—", "—", "—", "—", "—", "not run: " + p.Error})
+			continue
+		}
+		ratio := "—"
+		if local != nil {
+			ratio = fmt.Sprintf("%.2f×", p.CPUPer1kChecks()/local.CPUPer1kChecks())
+		}
+		rows = append(rows, []string{p.Name, rate(p.ReqPerSec()), dur(p.P50), dur(p.P99), dur(p.P999), fmt.Sprintf("%.3f", p.CPUPer1kChecks()), ratio})
+	}
+	b.table([]string{"", "req/s", "p50", "p99", "p99.9", "server CPU s per 1k checks", "÷ its own ids"}, rows)
+	if x, per, ok := d.Cost(); ok {
+		b.p("A forwarded check costs %.2f× the CPU of a local one; member 0 forwarded %s checks in %s batches in these rounds, warm-ups included (%.1f per batch).",
+			x, count(int(d.Forwarded)), count(int(d.Batches)), per)
+	}
+	b.p("")
 }
