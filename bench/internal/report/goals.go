@@ -104,6 +104,7 @@ func Goals(r *Report) []Goal {
 	gs = append(gs, respGoals(r.RESP)...)
 	gs = append(gs, clusterGoal(r.Cluster))
 	gs = append(gs, rlsGoals(r)...)
+	gs = append(gs, perfGoals(r)...)
 	return append(gs, topKeysGoal(r.InPkg))
 }
 

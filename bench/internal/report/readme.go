@@ -109,6 +109,16 @@ func readmeRows(r *Report) []readmeRow {
 		return g.Target + ": **" + g.Status + "**"
 	}
 	var rows []readmeRow
+	// goalRow is a row that is a goal alone: its name, and what it was
+	// judged on.
+	goalRow := func(id string) readmeRow {
+		g := goals[id]
+		x := readmeRow{what: g.Name, ours: g.Measured, goal: goal(id)}
+		if x.ours == "" {
+			x.ours = notMeasured
+		}
+		return x
+	}
 	add := func(x readmeRow) {
 		for _, p := range []*string{&x.ours, &x.base, &x.ratio} {
 			if *p == "" {
@@ -160,6 +170,7 @@ func readmeRows(r *Report) []readmeRow {
 		}
 		add(x)
 	}
+	add(goalRow(GoalEmbeddedAll))
 	x = readmeRow{what: "memory per live bucket (heap after GC) vs Redis's per key (`used_memory`)", goal: goal(GoalMemory)}
 	if m := r.Memory; m != nil {
 		if n, rl, rd, ok := largestCommon(m); ok {
@@ -172,13 +183,17 @@ func readmeRows(r *Report) []readmeRow {
 		x.ours = notMeasured
 	}
 	add(x)
+	add(goalRow(GoalMemoryPacked))
 	for _, x := range append(respRows(r, goal), rlsReadmeRows(r, goal)...) {
 		add(x)
 	}
 
 	// The sweep.
-	sweepRow := func(what string, pts func(*Sweep) sweepCurve, label func(p sweepPointLabel) string) {
+	sweepRow := func(what, goalID string, pts func(*Sweep) sweepCurve, label func(p sweepPointLabel) string) {
 		x := readmeRow{what: what}
+		if goalID != "" {
+			x.goal = goal(goalID)
+		}
 		if r.Sweep == nil {
 			x.ours = notMeasured
 			add(x)
@@ -195,13 +210,13 @@ func readmeRows(r *Report) []readmeRow {
 		x.ratio = ratio(last.NsPerDeleted() / first.NsPerDeleted())
 		add(x)
 	}
-	sweepRow("sweep (`table.DeleteExpired`), cost per deleted bucket as the expired buckets grow",
+	sweepRow("sweep (`table.DeleteExpired`), cost per deleted bucket as the expired buckets grow", "",
 		func(s *Sweep) sweepCurve { return s.VsExpired },
 		func(p sweepPointLabel) string { return fmt.Sprintf("at %s expired", count(p.expired)) })
-	sweepRow("sweep, cost per deleted bucket as the live buckets grow",
+	sweepRow("sweep, cost per deleted bucket as the live buckets grow", GoalSweepCostLive,
 		func(s *Sweep) sweepCurve { return s.VsLive },
 		func(p sweepPointLabel) string { return fmt.Sprintf("beside %s live", count(p.live)) })
-	x = readmeRow{what: "check latency p99 while a sweep deletes every bucket at once vs before it"}
+	x = readmeRow{what: "check latency p99 while a sweep deletes every bucket at once vs before it", goal: goal(GoalSweepStall)}
 	if s := r.SweepLat; s != nil && s.Baseline.P99 > 0 {
 		x.what = fmt.Sprintf("check latency p99 while a sweep deletes %s buckets at once vs before it", count(s.Expired))
 		x.ours, x.base, x.ratio = dur(s.During.P99), "before: "+dur(s.Baseline.P99), ratio(float64(s.During.P99)/float64(s.Baseline.P99))
@@ -258,12 +273,16 @@ func readmeRows(r *Report) []readmeRow {
 	}
 	bench("`table.Apply` vs a map+mutex counter (`BenchmarkApply/keys=1000/table`)", gobench.FamApply, "BenchmarkApply/keys=1000/table", "ns/op", "map+mutex")
 	bench("`table.Apply` vs a map+mutex counter (`BenchmarkApply/keys=1000000/table`)", gobench.FamApply, "BenchmarkApply/keys=1000000/table", "ns/op", "map+mutex")
+	bench("`System.Check` vs a map+mutex floor (`BenchmarkCheck/system/p=1`)", gobench.FamCheck, "BenchmarkCheck/system/p=1", "checks/s", "map+mutex floor")
+	rows[len(rows)-1].goal = goal(GoalCheckFloor)
 	bench("`System.Check` vs a map+mutex floor (`BenchmarkCheck/system/p=64`)", gobench.FamCheck, "BenchmarkCheck/system/p=64", "checks/s", "map+mutex floor")
 	add(topKeysRow(p, goal(GoalTopKeys)))
 	for _, mode := range []string{"none", "interval", "always"} {
 		bench(fmt.Sprintf("`System.Check` with journal sync `%s` vs no journal (`BenchmarkCheckJournal/sync=%s`)", mode, mode),
 			gobench.FamCheckJournal, "BenchmarkCheckJournal/sync="+mode, "checks/s", "no journal", "p99-µs")
 	}
+	add(goalRow(GoalJournalRate))
+	add(goalRow(GoalJournalBytes))
 	rec := readmeRow{what: "recovery on start, snapshot + segments (`BenchmarkRecovery`)"}
 	if s := p.Family(gobench.FamRecovery); s != nil && len(s.Rows) > 0 {
 		row := s.Rows[len(s.Rows)-1]
@@ -278,6 +297,7 @@ func readmeRows(r *Report) []readmeRow {
 	if rec.ours == "" {
 		rec.ours = notMeasured
 	}
+	rec.goal = goal(GoalRecovery)
 	add(rec)
 	jg := readmeRow{what: "journal growth at a steady rate, default settings (`BenchmarkJournalGrowth`)"}
 	if s := p.Family(gobench.FamJournalGrowth); s != nil && len(s.Rows) > 0 {

@@ -95,6 +95,15 @@ func TestGoals(t *testing.T) {
 		{Pass, "0.080 vs 0.050 CPU s per 1k checks, 30.0 checks per forwarded batch: 1.60× (derived from round-robin over 3 members against the single node: 2.23×)"},
 		{NotMeasured, ""}, // the rls section: see TestRLSReport
 		{NotMeasured, ""},
+		{Miss, "worst row ratelimitd ÷ fastest other = 0.14× (1k keys uniform g=1: 1.00M vs x/time/rate 7.00M/s)"},
+		{NotMeasured, ""}, // the floor: no in-package run
+		{Miss, "100k expired at once: throughput 0.20×, p99 4.00 ms vs 400 µs = 10.00×"},
+		{NotMeasured, ""}, // no interval point in the synthetic journal
+		{NotMeasured, ""}, // journal bytes: no in-package run
+		{NotMeasured, ""}, // recovery: no in-package run
+		// "user-0" … "user-999999": (10×6 + 90×7 + 900×8 + … + 900000×11) / 1M.
+		{Miss, "at 1M buckets: 101.0 B, ids of 10.9 B on average: 90.1 B beyond the id"},
+		{Pass, "72.0 ns beside 1M live vs 70.0 ns beside 10k = 1.03×"},
 		{NotMeasured, ""}, // top keys: no in-package run
 	}
 	if len(gs) != len(want) {
@@ -665,6 +674,77 @@ func TestGoalClusterForward(t *testing.T) {
 		}
 		if g.Status != c.status || !strings.Contains(g.Measured, c.measured) {
 			t.Errorf("%+v: got %s %q, want %s containing %q", c.direct, g.Status, g.Measured, c.status, c.measured)
+		}
+	}
+}
+
+// TestPerfGoals: the performance issue's goals read the in-package
+// benchmarks and section 3d as named, each at its threshold.
+func TestPerfGoals(t *testing.T) {
+	plan := map[string]gobench.Invocation{}
+	for _, inv := range gobench.Plan(false) {
+		for _, f := range inv.Families {
+			plan[f.Title] = inv
+		}
+	}
+	goal := func(r *Report, id string) Goal {
+		for _, g := range Goals(r) {
+			if g.ID == id {
+				return g
+			}
+		}
+		t.Fatalf("no goal %s", id)
+		return Goal{}
+	}
+	for _, c := range []struct {
+		family, out, id, status, measured string
+	}{
+		{gobench.FamCheck, "BenchmarkCheck/floor=map+mutex/p=1-2 1000 50 ns/op 20000000 checks/s 0 allocs/op\nBenchmarkCheck/system/p=1-2 1000 100 ns/op 10000000 checks/s 0 allocs/op\n", GoalCheckFloor, Pass, "10.00M vs 20.00M checks/s = 0.50×"},
+		{gobench.FamCheck, "BenchmarkCheck/floor=map+mutex/p=1-2 1000 50 ns/op 20000000 checks/s 0 allocs/op\nBenchmarkCheck/system/p=1-2 1000 100 ns/op 9990000 checks/s 0 allocs/op\n", GoalCheckFloor, Miss, "= 0.50×"},
+		{gobench.FamCheckJournal, "BenchmarkCheckJournal/sync=interval-2 1000 100 ns/op 16.0 journal-B/check\n", GoalJournalBytes, Pass, "16.0 B per check"},
+		{gobench.FamCheckJournal, "BenchmarkCheckJournal/sync=interval-2 1000 100 ns/op 16.1 journal-B/check\n", GoalJournalBytes, Miss, "16.1 B per check"},
+		{gobench.FamRecovery, "BenchmarkRecovery/buckets=1000000-2 1 200000000 ns/op 3000000 buckets/s\n", GoalRecovery, Pass, "3.00M buckets/s (buckets=1000000)"},
+		{gobench.FamRecovery, "BenchmarkRecovery/buckets=1000000-2 1 400000000 ns/op 2500000 buckets/s\n", GoalRecovery, Miss, "2.50M buckets/s"},
+	} {
+		r := synthetic()
+		r.InPkg = &InPkg{Runs: []gobench.Outcome{outcome(t, plan[c.family], "pkg: github.com/ratelimitd/ratelimitd/actors\n"+c.out, time.Second)}}
+		if g := goal(r, c.id); g.Status != c.status || !strings.Contains(g.Measured, c.measured) {
+			t.Errorf("%s: got %s %q, want %s containing %q", c.id, g.Status, g.Measured, c.status, c.measured)
+		}
+	}
+
+	r := synthetic()
+	r.Journal.Points = append(r.Journal.Points, scaling.JournalPoint{Mode: "interval", LatStats: scaling.LatStats{Checks: 850_000, Elapsed: time.Second}})
+	if g := goal(r, GoalJournalRate); g.Status != Pass || !strings.Contains(g.Measured, "850.0k vs 1.00M checks/s = 0.85×") {
+		t.Errorf("journal rate: got %s %q", g.Status, g.Measured)
+	}
+	r.Journal.Points[len(r.Journal.Points)-1].Checks = 849_000
+	if g := goal(r, GoalJournalRate); g.Status != Miss {
+		t.Errorf("journal rate at 0.849×: got %s %q", g.Status, g.Measured)
+	}
+
+	// 10M buckets of ids "user-0" … "user-9999999": a mean of 11.8888890 bytes.
+	r = synthetic()
+	r.Memory.Ratelimitd.Points = append(r.Memory.Ratelimitd.Points, scaling.MemPoint{Buckets: 10_000_000, PerBucket: 75.8})
+	if g := goal(r, GoalMemoryPacked); g.Status != Pass || !strings.Contains(g.Measured, "at 10M buckets: 75.8 B, ids of 11.9 B on average: 63.9 B beyond the id") {
+		t.Errorf("memory: got %s %q", g.Status, g.Measured)
+	}
+	r.Memory.Ratelimitd.Points[len(r.Memory.Ratelimitd.Points)-1].PerBucket = 76
+	if g := goal(r, GoalMemoryPacked); g.Status != Miss {
+		t.Errorf("memory at 76 B: got %s %q", g.Status, g.Measured)
+	}
+}
+
+func TestMeanIDLen(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want float64
+	}{
+		{0, 0}, {1, 6}, {10, 6}, {11, (10*6 + 7) / 11.0}, {100, (10*6 + 90*7) / 100.0},
+		{10_000_000, (10*6 + 90*7 + 900*8 + 9000*9 + 90000*10 + 900000*11 + 9000000*12) / 1e7},
+	} {
+		if got := meanIDLen(c.n); got != c.want {
+			t.Errorf("meanIDLen(%d) = %v, want %v", c.n, got, c.want)
 		}
 	}
 }
