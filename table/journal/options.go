@@ -116,7 +116,8 @@ type Options struct {
 	// warnings; nil discards.
 	Logger *slog.Logger
 
-	// hooks replaces the salt source, msync and fallocate in tests.
+	// hooks replaces the salt source, msync, fallocate and a snapshot's
+	// rename and removals in tests.
 	hooks *testHooks
 }
 
@@ -131,6 +132,11 @@ type testHooks struct {
 	// syncPass, if set, is called by the background syncer after each pass
 	// that called msync, with the pass's result.
 	syncPass func(err error)
+	// rename and remove replace os.Rename and os.Remove for a snapshot's
+	// commit: its rename into place, and the removal of the files it
+	// replaces.
+	rename func(oldpath, newpath string) error
+	remove func(path string) error
 }
 
 // config is Options validated, with defaults and hooks filled in.
@@ -147,6 +153,8 @@ type config struct {
 	fallocate   func(f *os.File, size int64) error
 	reserve     func(f *os.File, size int64) error
 	syncPass    func(err error)
+	rename      func(oldpath, newpath string) error
+	remove      func(path string) error
 }
 
 func (o Options) config() (config, error) {
@@ -161,6 +169,8 @@ func (o Options) config() (config, error) {
 		msync:       func(b []byte) error { return mmap.MMap(b).Flush() },
 		fallocate:   allocate,
 		reserve:     reserve,
+		rename:      os.Rename,
+		remove:      os.Remove,
 	}
 	if c.sync == 0 {
 		c.sync = SyncInterval
@@ -206,6 +216,12 @@ func (o Options) config() (config, error) {
 			c.reserve = h.reserve
 		}
 		c.syncPass = h.syncPass
+		if h.rename != nil {
+			c.rename = h.rename
+		}
+		if h.remove != nil {
+			c.remove = h.remove
+		}
 	}
 	return c, nil
 }

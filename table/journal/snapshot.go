@@ -128,7 +128,9 @@ func (w *SnapshotWriter) Append(payload []byte) error {
 // from the removals is returned, but the snapshot is committed (the next
 // Open finishes the removals). If the journal was closed in the meantime,
 // Commit removes the temporary file and returns ErrClosed. Commit is safe
-// while the owner goroutine appends.
+// while the owner goroutine appends, and does not hold up an Append that
+// rolls: the rename, the fsync of the directory and the removals run
+// outside the lock a roll takes.
 func (w *SnapshotWriter) Commit() error {
 	if w.done {
 		return fmt.Errorf("%w: snapshot already committed or aborted", ErrClosed)
@@ -139,13 +141,31 @@ func (w *SnapshotWriter) Commit() error {
 	}
 	j := w.j
 	j.mu.Lock()
-	defer j.mu.Unlock()
+	if j.closed {
+		j.snapshotting = false
+		j.mu.Unlock()
+		_ = os.Remove(w.tmp)
+		return fmt.Errorf("%w: snapshot %s abandoned", ErrClosed, w.tmp)
+	}
+	published := make(chan struct{}) // Close waits for it
+	j.publishing = published
+	j.mu.Unlock()
+	name, renamed, err := w.publish()
+	j.mu.Lock()
+	j.publishing = nil
+	close(published)
 	j.snapshotting = false
-	name, err := w.publish()
 	if err != nil {
+		if renamed && !slices.Contains(j.snaps, name) {
+			// The rename may not be durable; the covered files stay.
+			j.snaps = append(j.snaps, name)
+		}
+		j.mu.Unlock()
 		return err
 	}
-	return j.compact(w.seq, name)
+	stale := j.compact(w.seq, name)
+	j.mu.Unlock()
+	return j.remove(name, stale)
 }
 
 // finish writes the trailer, then flushes, fsyncs and closes the temporary
@@ -171,59 +191,56 @@ func (w *SnapshotWriter) finish() error {
 }
 
 // publish renames the finished file to its final name and fsyncs the
-// directory, holding j.mu, and returns that name: from the rename on, Open
-// uses the snapshot.
-func (w *SnapshotWriter) publish() (string, error) {
+// directory, and returns that name and whether the rename was made: from
+// the rename on, Open uses the snapshot.
+func (w *SnapshotWriter) publish() (name string, renamed bool, err error) {
 	j := w.j
-	if j.closed {
-		_ = os.Remove(w.tmp)
-		return "", fmt.Errorf("%w: snapshot %s abandoned", ErrClosed, w.tmp)
-	}
-	name := snapshotName(w.seq)
+	name = snapshotName(w.seq)
 	path := filepath.Join(j.dir, name)
-	if err := os.Rename(w.tmp, path); err != nil {
+	if err := j.c.rename(w.tmp, path); err != nil {
 		_ = os.Remove(w.tmp)
-		return "", fmt.Errorf("journal: commit snapshot %s: %w", path, err)
+		return name, false, fmt.Errorf("journal: commit snapshot %s: %w", path, err)
 	}
 	if err := syncDir(j.dir); err != nil {
-		// The rename may not be durable; the covered files stay.
-		if !slices.Contains(j.snaps, name) {
-			j.snaps = append(j.snaps, name)
-		}
-		return "", fmt.Errorf("journal: commit snapshot %s: fsync directory: %w", path, err)
+		return name, true, fmt.Errorf("journal: commit snapshot %s: fsync directory: %w", path, err)
 	}
-	return name, nil
+	return name, true, nil
 }
 
-// compact removes, holding j.mu, the segment files that snapshot name
-// covers (every record up to seq) and the snapshots older than it; what
-// cannot be removed now, the next Open removes.
-func (j *Journal) compact(seq uint64, name string) error {
-	var errs []error
+// compact drops, holding j.mu, the segments that snapshot name covers
+// (every record up to seq) and the snapshots older than it from the
+// journal's listing, and returns their files for remove.
+func (j *Journal) compact(seq uint64, name string) (stale []string) {
 	keep := j.segs[:0]
 	for _, s := range j.segs {
 		if s.first > seq {
 			keep = append(keep, s)
 			continue
 		}
-		if err := os.Remove(filepath.Join(j.dir, s.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-			keep = append(keep, s)
-			continue
-		}
+		stale = append(stale, s.name)
 		j.closedBytes.Add(-s.bytes)
 	}
 	clear(j.segs[len(keep):])
 	j.segs = keep
 	for _, old := range j.snaps {
-		if old == name {
-			continue
-		}
-		if err := os.Remove(filepath.Join(j.dir, old)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+		if old != name {
+			stale = append(stale, old)
 		}
 	}
 	j.snaps = []string{name}
+	return stale
+}
+
+// remove removes the files compact dropped for snapshot name, without
+// j.mu: nothing reads them any more. What cannot be removed now, the next
+// Open removes.
+func (j *Journal) remove(name string, stale []string) error {
+	var errs []error
+	for _, f := range stale {
+		if err := j.c.remove(filepath.Join(j.dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("journal: snapshot %s committed, but removing the files it replaces failed: %w", name, err)
 	}

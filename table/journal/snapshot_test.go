@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestSnapshotConcurrent writes a snapshot from another goroutine while the
@@ -435,5 +437,72 @@ func TestSnapshotFormatChecks(t *testing.T) {
 		if (tt.reason == "") != (reason == "") || !strings.Contains(reason, tt.reason) {
 			t.Errorf("%s: got reason %q, want one containing %q", tt.name, reason, tt.reason)
 		}
+	}
+}
+
+// TestSnapshotCommitDoesNotHoldUpARoll: while a snapshot's Commit is in
+// its rename into place or in the removal of the files it replaces (slow
+// on a busy disk), the owner's Appends roll to new segments without
+// waiting for it; afterwards every record is there.
+func TestSnapshotCommitDoesNotHoldUpARoll(t *testing.T) {
+	t.Parallel()
+	for _, stage := range []string{"rename", "remove"} {
+		t.Run(stage, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			entered, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			hold := func() {
+				once.Do(func() { close(entered) })
+				<-release
+			}
+			opts := testOptions(SyncNone)
+			opts.hooks = &testHooks{}
+			switch stage {
+			case "rename":
+				opts.hooks.rename = func(oldpath, newpath string) error { hold(); return os.Rename(oldpath, newpath) }
+			case "remove":
+				opts.hooks.remove = func(path string) error { hold(); return os.Remove(path) }
+			}
+			all := testPayloads(1, 600)
+			j, _, _ := mustOpen(t, dir, opts)
+			appendAll(t, j, all[:200])
+			w, err := j.StartSnapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range all[:200] {
+				if err := w.Append(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			committed := make(chan error, 1)
+			go func() { committed <- w.Commit() }()
+			<-entered
+			before := len(segmentFiles(t, dir))
+			appended := make(chan struct{})
+			go func() {
+				defer close(appended)
+				appendAll(t, j, all[200:])
+			}()
+			select {
+			case <-appended:
+			case <-time.After(20 * time.Second):
+				close(release)
+				t.Fatalf("400 Appends (rolls included) did not return while the snapshot's %s was held", stage)
+			}
+			if after := len(segmentFiles(t, dir)); after <= before {
+				t.Errorf("segment files: %d while the Commit was held, %d after the Appends: want a roll meanwhile", before, after)
+			}
+			close(release)
+			if err := <-committed; err != nil {
+				t.Fatalf("Commit: %v", err)
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_, got, _ := mustOpen(t, dir, opts)
+			checkRecords(t, got, all) // the snapshot's 200, then the segments' 400
+		})
 	}
 }
