@@ -394,7 +394,7 @@ func (cl *cluster) join(ctx context.Context) error {
 		"Prepare": cl.handlePrepare,
 		"Commit":  cl.handleCommit,
 		"Abort":   cl.handleAbort,
-	})
+	}, nil)
 	cl.srv.HandleStream("Forwards", cl.serveForwards)
 	go func() { cl.serveErr <- cl.srv.Serve(cl.ln) }()
 
