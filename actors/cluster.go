@@ -10,6 +10,7 @@ package actors
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +94,21 @@ type ClusterConfig struct {
 	// data directory before its vshards were placed elsewhere resumes them
 	// from its journal.
 	MemberID string
+	// TLS, when set, is used both to serve the other members and to dial
+	// them, with mutual TLS 1.3: the member requires of each a client
+	// certificate that TLS.ClientCAs verify, and trusts a member whose
+	// certificate chains to TLS.RootCAs (or passes TLS.VerifyConnection,
+	// with InsecureSkipVerify) and names the host of its advertised
+	// address (an IP SAN for an IP address). Its Certificates (or
+	// GetCertificate and GetClientCertificate) are presented on both
+	// sides; GetConfigForClient may serve a rotated certificate or CA and
+	// is held to the same rules. Nil keeps the plain transport, with no
+	// encryption and no authentication.
+	TLS *tls.Config
+	// EtcdTLS, when set, is the TLS config of the etcd client (its
+	// Certificates only if etcd requires client certificates), and every
+	// Etcd endpoint must be https://; nil requires http:// endpoints.
+	EtcdTLS *tls.Config
 
 	// mono, set only by tests, is the monotonic clock of the lease.
 	mono func() time.Duration
@@ -116,6 +133,19 @@ func (cc ClusterConfig) withDefaults() (ClusterConfig, error) {
 		return cc, fmt.Errorf("%w: Cluster timeouts must not be negative", ErrConfig)
 	case len(cc.MemberID) > 128:
 		return cc, fmt.Errorf("%w: Cluster.MemberID is longer than 128 bytes", ErrConfig)
+	}
+	if cc.TLS != nil {
+		if err := peer.CheckTLS(cc.TLS); err != nil {
+			return cc, fmt.Errorf("%w: Cluster.TLS: %w", ErrConfig, err)
+		}
+	}
+	for _, e := range cc.Etcd {
+		switch https := strings.HasPrefix(e, "https://"); {
+		case https && cc.EtcdTLS == nil:
+			return cc, fmt.Errorf("%w: Cluster.Etcd endpoint %s is https: set Cluster.EtcdTLS", ErrConfig, e)
+		case !https && cc.EtcdTLS != nil:
+			return cc, fmt.Errorf("%w: Cluster.EtcdTLS is set, so every Cluster.Etcd endpoint must be https://, not %s", ErrConfig, e)
+		}
 	}
 	if cc.Name == "" {
 		cc.Name = DefaultClusterName
@@ -394,13 +424,14 @@ func (cl *cluster) join(ctx context.Context) error {
 		"Prepare": cl.handlePrepare,
 		"Commit":  cl.handleCommit,
 		"Abort":   cl.handleAbort,
-	})
+	}, cl.cfg.TLS)
 	cl.srv.HandleStream("Forwards", cl.serveForwards)
 	go func() { cl.serveErr <- cl.srv.Serve(cl.ln) }()
 
 	cl.etcd, err = clientv3.New(clientv3.Config{
 		Endpoints:   cl.cfg.Etcd,
 		DialTimeout: 2 * time.Second,
+		TLS:         cl.cfg.EtcdTLS,
 		Logger:      zapLogger(cl.log.With("lib", "etcd")),
 	})
 	if err != nil {

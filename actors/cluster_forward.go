@@ -232,7 +232,7 @@ func (cl *cluster) link(to, addr string) *outbox {
 		}
 		v.(*outbox).close()
 	}
-	cli, err := peer.Dial(addr)
+	cli, err := peer.Dial(addr, cl.cfg.TLS)
 	if err != nil {
 		cl.log.Warn("cannot dial member", "member", to, "addr", addr, "err", err)
 		return nil

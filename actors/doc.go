@@ -138,8 +138,10 @@
 //     OnError FailOpen, admits uncounted) until etcd answers again.
 //   - A check whose batch got no answer within ForwardTimeout may or may
 //     not have been counted; it is answered ErrClusterUnavailable.
-//   - The member transport has no TLS and no authentication: keep
-//     ClusterConfig.Listen on a private network.
+//   - Without ClusterConfig.TLS the member transport has no encryption
+//     and no authentication: keep ClusterConfig.Listen on a private
+//     network, or set TLS (mutual TLS 1.3 between the members) and
+//     EtcdTLS (TLS to etcd).
 //   - A hot id's checks are all decided by its owner: its global
 //     throughput is one member's.
 package actors

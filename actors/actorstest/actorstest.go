@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
+	"github.com/ratelimitd/ratelimitd/actors/internal/certtest"
 	"github.com/ratelimitd/ratelimitd/actors/internal/etcdtest"
 )
 
@@ -65,3 +66,19 @@ type Etcd = etcdtest.Etcd
 // t ends (Etcd.Kill and Etcd.Restart stop and start it meanwhile); a
 // machine without the etcd binary skips t.
 func StartEtcd(t testing.TB) *Etcd { return etcdtest.Start(t) }
+
+// StartEtcdTLS is StartEtcd of an etcd that serves https with a
+// certificate of ca for 127.0.0.1 and requires client certificates ca
+// signed.
+func StartEtcdTLS(t testing.TB, ca *CA) *Etcd { return etcdtest.StartTLS(t, ca) }
+
+// CA is a certificate authority of one test, in memory (see NewCA).
+type CA = certtest.CA
+
+// CertPair is a certificate CA.Issue made, with its key, as crypto/tls
+// takes them and as PEM.
+type CertPair = certtest.Pair
+
+// NewCA makes a self-signed CA named name, whose Issue signs certificates
+// usable for both server and client authentication.
+func NewCA(t testing.TB, name string) *CA { return certtest.NewCA(t, name) }

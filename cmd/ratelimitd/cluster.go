@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -23,6 +24,8 @@ type clusterConfig struct {
 	onError   actors.FailurePolicy
 	timeout   time.Duration // how long a check waits for its owner
 	forward   time.Duration // how long one forwarded batch may take
+	memberTLS *tlsFiles     // --cluster-tls-*: mutual TLS between the members; nil without them
+	etcdTLS   *tlsFiles     // --cluster-etcd-{cert,key,ca}: TLS to etcd; nil without them
 }
 
 func defaultClusterConfig() clusterConfig {
@@ -39,7 +42,7 @@ func defaultClusterConfig() clusterConfig {
 // clusterFlags defines the flags of cluster mode.
 func clusterFlags(fs *flag.FlagSet, cfg *config) {
 	c := &cfg.cluster
-	fs.Func("cluster-etcd", "comma-separated etcd `URLs` (http://host:port); turns cluster mode on: this process is one member of a limiter whose membership and vshard owners live in that etcd (default: off, one process)", func(s string) error {
+	fs.Func("cluster-etcd", "comma-separated etcd `URLs` (http://host:port, or https://host:port with --cluster-etcd-ca); turns cluster mode on: this process is one member of a limiter whose membership and vshard owners live in that etcd (default: off, one process)", func(s string) error {
 		var eps []string
 		for e := range strings.SplitSeq(s, ",") {
 			u, err := url.Parse(strings.TrimSpace(e))
@@ -51,7 +54,7 @@ func clusterFlags(fs *flag.FlagSet, cfg *config) {
 		c.etcd = eps
 		return nil
 	})
-	addrFlag(fs, &c.listen, "cluster-listen", "`address` (host:port) the other members send forwarded checks and handoffs to; keep it on a private network: it has no TLS and no authentication (default 127.0.0.1:7946)")
+	addrFlag(fs, &c.listen, "cluster-listen", "`address` (host:port) the other members send forwarded checks and handoffs to; without --cluster-tls-cert it has no TLS and no authentication: keep it on a private network then (default 127.0.0.1:7946)")
 	fs.Func("cluster-advertise", "`address` (host:port) the other members reach this one at (default: the --cluster-listen address)", func(s string) error {
 		if err := checkListenAddr(s); err != nil {
 			return err
@@ -80,18 +83,36 @@ func clusterFlags(fs *flag.FlagSet, cfg *config) {
 	durationFlag(fs, &c.timeout, "cluster-timeout", "how long a check waits for its vshard's owner, re-routes included, before --on-cluster-error applies", false)
 	durationFlag(fs, &c.forward, "cluster-forward-timeout", "how long one forwarded batch may take, from leaving its queue to its answer, before its checks are answered as --on-cluster-error says (a sent batch is never sent again); at most --cluster-timeout", false)
 	intFlag(fs, &c.vshards, "cluster-vshards", "`number` of virtual shards ids hash to, fixed for the cluster's life (kept in etcd): a member started with another number is refused (default 1024)", 1, actors.MaxVShards)
+	tlsFileFlag(fs, &c.memberTLS, "cluster-tls", 0, "PEM `file` of this member's certificate, presented to the members it serves and to those it dials: with --cluster-tls-key and --cluster-tls-ca, the members speak mutual TLS 1.3; the certificate must name the --cluster-advertise host (an IP SAN for an IP); re-read when it changes")
+	tlsFileFlag(fs, &c.memberTLS, "cluster-tls", 1, "PEM `file` of the private key of --cluster-tls-cert; re-read when it changes")
+	tlsFileFlag(fs, &c.memberTLS, "cluster-tls", 2, "PEM `file` of the CA certificates that verify the other members' certificates, both as servers and as clients; re-read when it changes")
+	tlsFileFlag(fs, &c.etcdTLS, "cluster-etcd", 0, "PEM `file` of the client certificate presented to etcd (with --cluster-etcd-key), for an etcd with --client-cert-auth; re-read when it changes")
+	tlsFileFlag(fs, &c.etcdTLS, "cluster-etcd", 1, "PEM `file` of the private key of --cluster-etcd-cert; re-read when it changes")
+	tlsFileFlag(fs, &c.etcdTLS, "cluster-etcd", 2, "PEM `file` of the CA certificates that verify etcd's certificate (without it, the system's roots); with any of --cluster-etcd-{cert,key,ca}, every --cluster-etcd URL must be https; re-read when it changes")
 	choiceFlag(fs, "on-cluster-error", "what a check does when no member can decide it in time (its owner unreachable, no lease: etcd down): closed answers 503 with Retry-After, open admits it uncounted (default closed)", false, []string{"closed", "open"}, func(i int, _ string) {
 		c.onError = []actors.FailurePolicy{actors.FailClosed, actors.FailOpen}[i]
 	})
 }
 
+// tlsFileFlag defines the flag prefix-cert, -key or -ca (file 0, 1 or 2)
+// of the TLS files *p, made at the first of its flags.
+func tlsFileFlag(fs *flag.FlagSet, p **tlsFiles, prefix string, file int, usage string) {
+	fs.Func(prefix+[...]string{"-cert", "-key", "-ca"}[file], usage, func(s string) error {
+		if *p == nil {
+			*p = newTLSFiles(prefix)
+		}
+		*(*p).paths[file] = s
+		return nil
+	})
+}
+
 // clusterActorsConfig is the actors' cluster config of the flags, or nil
-// without --cluster-etcd.
-func clusterActorsConfig(c *clusterConfig) *actors.ClusterConfig {
+// without --cluster-etcd; the TLS files log their reloads to log.
+func clusterActorsConfig(c *clusterConfig, log *slog.Logger) *actors.ClusterConfig {
 	if len(c.etcd) == 0 {
 		return nil
 	}
-	return &actors.ClusterConfig{
+	cc := &actors.ClusterConfig{
 		Etcd:           c.etcd,
 		Listen:         c.listen,
 		Advertise:      c.advertise,
@@ -102,6 +123,15 @@ func clusterActorsConfig(c *clusterConfig) *actors.ClusterConfig {
 		Timeout:        c.timeout,
 		ForwardTimeout: c.forward,
 	}
+	if c.memberTLS.on() {
+		c.memberTLS.setLogger(log)
+		cc.TLS = c.memberTLS.memberConfig()
+	}
+	if c.etcdTLS.on() {
+		c.etcdTLS.setLogger(log)
+		cc.EtcdTLS = c.etcdTLS.etcdConfig(c.etcd)
+	}
+	return cc
 }
 
 // clusterStatus is GET /cluster of the admin API.

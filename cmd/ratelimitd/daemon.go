@@ -118,7 +118,7 @@ func actorsConfig(cfg *config, log *slog.Logger, prom *metrics.Metrics) actors.C
 		MaxBuckets:  cfg.maxBuckets,
 		EvictOldest: cfg.evictOldest,
 
-		Cluster: clusterActorsConfig(&cfg.cluster),
+		Cluster: clusterActorsConfig(&cfg.cluster, log.With("component", "cluster")),
 	}
 }
 

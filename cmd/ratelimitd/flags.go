@@ -81,6 +81,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintln(stderr, err)
 		return config{}, err
 	}
+	if err := checkClusterTLS(&cfg.cluster); err != nil {
+		fmt.Fprintln(stderr, err)
+		return config{}, err
+	}
 	if proxyMode && cfg.proxy.upstream == "" && !cfg.version {
 		err := errors.New("ratelimitd proxy needs --upstream URL")
 		fmt.Fprintln(stderr, err)

@@ -100,8 +100,8 @@ func TestParseFlags(t *testing.T) {
 		})},
 		{[]string{"--ipv6-prefix", "56"}, with(func(c *config) { c.proxy.ipv6Prefix = 56 })},
 		{[]string{"--client-ip-header", "X-Forwarded-For"}, with(func(c *config) { c.proxy.header = "X-Forwarded-For" })},
-		{[]string{"--cluster-etcd", "http://127.0.0.1:2379, https://etcd.internal:2379/"}, with(func(c *config) {
-			c.cluster.etcd = []string{"http://127.0.0.1:2379", "https://etcd.internal:2379"}
+		{[]string{"--cluster-etcd", "http://127.0.0.1:2379, http://etcd.internal:2379/"}, with(func(c *config) {
+			c.cluster.etcd = []string{"http://127.0.0.1:2379", "http://etcd.internal:2379"}
 		})},
 		{[]string{"--cluster-listen", "0.0.0.0:7000", "--cluster-advertise", "m1.internal:7000"}, with(func(c *config) {
 			c.cluster.listen, c.cluster.advertise = "0.0.0.0:7000", "m1.internal:7000"

@@ -1,7 +1,8 @@
 // Package etcdtest runs a real etcd server (Debian's etcd-server, which
 // .ci/run installs) for one test, on free loopback ports, in the test's
 // temporary directory; a test on a machine without the etcd binary is
-// skipped, saying so. Package actorstest hands it to the tests outside
+// skipped, saying so. StartTLS serves its clients over TLS, requiring
+// client certificates. Package actorstest hands it to the tests outside
 // package actors.
 package etcdtest
 
@@ -15,14 +16,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors/internal/certtest"
 )
 
 // Etcd is one etcd server of a test.
 type Etcd struct {
-	// URL is its client URL, http://127.0.0.1:PORT.
+	// URL is its client URL, http://127.0.0.1:PORT (https:// with TLS).
 	URL string
 
 	t       testing.TB
+	tlsArgs []string // the flags of TLS, if it serves TLS
 	dir     string
 	peer    string
 	cmd     *exec.Cmd
@@ -44,11 +48,37 @@ func freePort(t testing.TB) int {
 // it skips t.
 func Start(t testing.TB) *Etcd {
 	t.Helper()
+	return start(t, nil)
+}
+
+// StartTLS is Start of an etcd that serves its clients over TLS with a
+// certificate of ca for 127.0.0.1, and requires of them a client
+// certificate that ca signed (--client-cert-auth); its peers stay plain.
+func StartTLS(t testing.TB, ca *certtest.CA) *Etcd {
+	t.Helper()
+	return start(t, ca)
+}
+
+func start(t testing.TB, ca *certtest.CA) *Etcd {
+	t.Helper()
 	if _, err := exec.LookPath("etcd"); err != nil {
 		t.Skip("etcd is not installed (apt-get install etcd-server): the cluster tests need a real etcd")
 	}
 	e := &Etcd{t: t, dir: t.TempDir()}
-	e.URL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	scheme := "http"
+	if ca != nil {
+		scheme = "https"
+		p := ca.Issue(t, "etcd", "127.0.0.1")
+		files := map[string][]byte{"etcd.crt": p.CertPEM, "etcd.key": p.KeyPEM, "ca.crt": ca.PEM}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(e.dir, name), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.tlsArgs = []string{"--cert-file", filepath.Join(e.dir, "etcd.crt"), "--key-file", filepath.Join(e.dir, "etcd.key"),
+			"--trusted-ca-file", filepath.Join(e.dir, "ca.crt"), "--client-cert-auth"}
+	}
+	e.URL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
 	e.peer = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	e.Restart()
 	t.Cleanup(e.Kill)
@@ -66,6 +96,7 @@ func (e *Etcd) Restart() {
 		"--listen-client-urls", e.URL, "--advertise-client-urls", e.URL,
 		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
 		"--initial-cluster", "default="+e.peer, "--log-level", "error")
+	e.cmd.Args = append(e.cmd.Args, e.tlsArgs...)
 	// The kernel kills etcd if the test process dies first.
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logPath := filepath.Join(e.dir, "etcd.log")
@@ -79,7 +110,7 @@ func (e *Etcd) Restart() {
 		e.t.Fatalf("start etcd: %v", err)
 	}
 	e.running = true
-	host := strings.TrimPrefix(e.URL, "http://")
+	_, host, _ := strings.Cut(e.URL, "://")
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if c, err := net.DialTimeout("tcp", host, 100*time.Millisecond); err == nil {
 			c.Close()

@@ -19,6 +19,17 @@
 // A call that fails (a deadline, a connection that broke), or a message
 // sent on a stream that breaks before its answer, may or may not have run
 // on the member: callers that retry make their requests
-// idempotent. The transport has no TLS and no authentication: it is meant
-// for a private network between the members.
+// idempotent. Without a TLS config the transport has no encryption and
+// no authentication: it is meant for a private network between the
+// members then.
+//
+// # TLS
+//
+// With a TLS config (NewServer's and Dial's tc, checked by CheckTLS) the
+// members speak TLS 1.3 or later and authenticate each other: a Server
+// requires a client certificate its ClientCAs verify, and a Client
+// trusts a member whose certificate chains to its RootCAs and names the
+// host of the member's address (an IP SAN for an IP address). A refused
+// handshake fails the call or the stream's opening as ErrUnreachable,
+// with the TLS error's text.
 package peer

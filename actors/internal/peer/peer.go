@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -90,8 +91,10 @@ type Server struct {
 }
 
 // NewServer returns a Server dispatching each method named in handlers to
-// its Handler.
-func NewServer(handlers map[string]Handler) *Server {
+// its Handler. With tc (which CheckTLS accepts) it serves TLS 1.3 only and
+// requires of every member a client certificate that tc's ClientCAs
+// verify; a nil tc serves plain HTTP/2.
+func NewServer(handlers map[string]Handler, tc *tls.Config) *Server {
 	desc := grpc.ServiceDesc{ServiceName: serviceName, HandlerType: (*any)(nil)}
 	for name, h := range handlers {
 		desc.Methods = append(desc.Methods, grpc.MethodDesc{
@@ -114,7 +117,7 @@ func NewServer(handlers map[string]Handler) *Server {
 			},
 		})
 	}
-	g := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(raw{}),
 		// Calls run on goroutines kept for them, whose stacks have grown
 		// already, rather than on a new one each.
@@ -125,7 +128,11 @@ func NewServer(handlers map[string]Handler) *Server {
 		grpc.InitialConnWindowSize(windowSize),
 		grpc.MaxRecvMsgSize(MaxMessage),
 		grpc.MaxSendMsgSize(MaxMessage),
-	)
+	}
+	if tc != nil {
+		opts = append(opts, grpc.Creds(serverCreds(tc)))
+	}
+	g := grpc.NewServer(opts...)
 	return &Server{g: g, desc: desc, open: map[*ServerStream]struct{}{}}
 }
 
@@ -164,10 +171,21 @@ type Client struct {
 }
 
 // Dial returns a Client of the member at addr (host:port). It does not
-// wait for a connection: the first call makes one.
-func Dial(addr string) (*Client, error) {
+// wait for a connection: the first call makes one. With tc (which
+// CheckTLS accepts) it speaks TLS 1.3 or later, presents tc's client
+// certificate, and trusts the member only if its certificate chains to
+// tc's RootCAs (unless tc verifies chains itself) and names addr's host;
+// a nil tc dials plain HTTP/2.
+func Dial(addr string, tc *tls.Config) (*Client, error) {
+	creds := insecure.NewCredentials()
+	if tc != nil {
+		var err error
+		if creds, err = clientCreds(tc, addr); err != nil {
+			return nil, err
+		}
+	}
 	conn, err := grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(
 			grpc.ForceCodecV2(raw{}),
 			grpc.MaxCallRecvMsgSize(MaxMessage),

@@ -17,7 +17,7 @@ func serve(t *testing.T, handlers map[string]Handler) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(handlers)
+	s := NewServer(handlers, nil)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
@@ -31,7 +31,7 @@ func serve(t *testing.T, handlers map[string]Handler) (*Server, string) {
 
 func dial(t *testing.T, addr string) *Client {
 	t.Helper()
-	c, err := Dial(addr)
+	c, err := Dial(addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func serveStreams(t *testing.T, method string, h StreamHandler) (*Server, string
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(nil)
+	s := NewServer(nil, nil)
 	s.HandleStream(method, h)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
@@ -120,7 +120,7 @@ func TestStreamStopSaysGoodbyeAndAnswersWhatWasSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(nil)
+	srv := NewServer(nil, nil)
 	held := make(chan struct{})
 	release := make(chan struct{})
 	srv.HandleStream("Echo", func(st *ServerStream) error {
