@@ -299,6 +299,23 @@ func grpcurlTLS(t *testing.T, addr, caPath string) {
 	}
 }
 
+// TestE2ETLSProxy: in proxy mode the public listener proxies over HTTPS,
+// limiting as over plain HTTP.
+func TestE2ETLSProxy(t *testing.T) {
+	t.Parallel()
+	up, hits := countingUpstream(t)
+	d := startTLSDaemon(t, 1, nil, "--proxy-upstream", up.URL, "--client-limit", "2/1h")
+	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusRequestEntityTooLarge} {
+		r := d.proxyDo(t, http.MethodGet, "/items?n="+strconv.Itoa(i), nil, nil)
+		if r.status != want || (want == http.StatusOK && !strings.HasPrefix(string(r.body), "GET /items?n="+strconv.Itoa(i)+" ")) {
+			t.Errorf("request %d through the HTTPS proxy: got %v, want %d", i, r, want)
+		}
+	}
+	if got := hits.Load(); got != 2 {
+		t.Errorf("the upstream saw %d requests, want 2", got)
+	}
+}
+
 // TestE2ETLSClientCA: with --tls-client-ca each listener serves a client
 // with a certificate of that CA, and fails the handshake of a client
 // without one or with one of another CA.
