@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -37,6 +38,8 @@ type frameConn struct {
 	perr *protoError
 	// frameStart is when the first byte of the unfinished frame arrived.
 	frameStart time.Time
+	// tc is the TLS connection until its handshake is done, else nil.
+	tc *tls.Conn
 
 	mu       sync.Mutex
 	reading  bool // blocked in a socket read
@@ -46,6 +49,7 @@ type frameConn struct {
 
 func newFrameConn(nc net.Conn, s *Server) *frameConn {
 	c := &frameConn{Conn: nc, srv: s}
+	c.tc, _ = nc.(*tls.Conn)
 	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
 	return c
 }
@@ -140,16 +144,31 @@ func (c *frameConn) readSocket(b []byte) (int, error) {
 	}
 	var deadline time.Time
 	switch {
+	case c.tc != nil:
+		// The handshake is the client's first frame: the read timeout bounds it.
+		deadline = time.Now().Add(c.srv.opts.ReadTimeout)
 	case c.sc.mid() || c.w > c.r:
 		deadline = c.frameStart.Add(c.srv.opts.ReadTimeout)
-	case c.srv.opts.IdleTimeout > 0:
-		deadline = time.Now().Add(c.srv.opts.IdleTimeout)
+	default:
+		deadline = c.idleDeadline()
 	}
 	_ = c.Conn.SetReadDeadline(deadline)
 	c.reading = true
 	c.mu.Unlock()
 
-	n, err := c.Conn.Read(b)
+	var n int
+	var err error
+	if c.tc != nil {
+		// The handshake both reads and writes: both wait at most the deadline.
+		_ = c.tc.SetWriteDeadline(deadline)
+		if err = c.tc.Handshake(); err == nil {
+			c.tc = nil
+			_ = c.Conn.SetReadDeadline(c.idleDeadline())
+		}
+	}
+	if err == nil {
+		n, err = c.Conn.Read(b)
+	}
 
 	c.mu.Lock()
 	c.reading = false
@@ -162,6 +181,14 @@ func (c *frameConn) readSocket(b []byte) (int, error) {
 		c.srv.obs.Conn(ConnTimedOut)
 	}
 	return n, err
+}
+
+// idleDeadline is the read deadline of a connection between frames.
+func (c *frameConn) idleDeadline() time.Time {
+	if c.srv.opts.IdleTimeout > 0 {
+		return time.Now().Add(c.srv.opts.IdleTimeout)
+	}
+	return time.Time{}
 }
 
 // Write implements net.Conn, bounded by the write timeout.

@@ -139,6 +139,11 @@
 // nothing for Options.IdleTimeout is closed (5 min), and a batch of
 // replies must be written within Options.WriteTimeout (10 s).
 //
+// With Options.TLSConfig every connection is TLS only: its handshake must
+// end within Options.ReadTimeout, and the refusal of a connection over the
+// cap is sent over TLS within a second (at most 16 such handshakes at once;
+// past them a connection over the cap is closed without a reply).
+//
 // # Shutdown
 //
 // Shutdown stops accepting, lets each connection answer the commands it

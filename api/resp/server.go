@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,6 +97,12 @@ type Options struct {
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
 
+	// TLSConfig, when set, makes every connection TLS only: the handshake
+	// is bounded by ReadTimeout, and a connection over MaxConns gets its
+	// refusal over TLS too, within refuseTimeout. Its GetCertificate and
+	// GetConfigForClient, if set, are called on every handshake.
+	TLSConfig *tls.Config
+
 	// Stopped and Unavailable are the errors by which the Checker says it is
 	// stopping or that a shard is unavailable (actors.ErrStopped,
 	// actors.ErrUnavailable), matched with errors.Is to word the reply; nil
@@ -182,8 +189,9 @@ type Server struct {
 	drained  chan struct{} // closed once closing and no connection is left
 	served   chan struct{} // closed when Serve returns
 
-	nextID atomic.Uint64
-	stats  stats
+	nextID   atomic.Uint64
+	stats    stats
+	refusing chan struct{} // a slot per TLS refusal under way
 }
 
 // stats are the counters of INFO.
@@ -213,6 +221,8 @@ func New(opts Options) (*Server, error) {
 		closing: make(chan struct{}),
 		drained: make(chan struct{}),
 		served:  make(chan struct{}),
+
+		refusing: make(chan struct{}, maxTLSRefusals),
 	}
 	s.each, _ = o.Checker.(EachChecker)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -359,10 +369,17 @@ func (s *Server) admit(nc net.Conn) *frameConn {
 		s.mu.Unlock()
 		s.stats.connsRejected.Add(1)
 		s.obs.Conn(ConnRejected)
-		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		if s.opts.TLSConfig != nil {
+			s.refuseTLS(nc)
+			return nil
+		}
+		_ = nc.SetWriteDeadline(time.Now().Add(refuseTimeout))
+		_, _ = nc.Write([]byte(errMaxClients))
 		_ = nc.Close()
 		return nil
+	}
+	if s.opts.TLSConfig != nil {
+		nc = tls.Server(nc, s.opts.TLSConfig)
 	}
 	c := newFrameConn(nc, s)
 	s.conns[c] = struct{}{}
@@ -370,6 +387,34 @@ func (s *Server) admit(nc net.Conn) *frameConn {
 	s.stats.connsOpen.Add(1)
 	s.obs.Conn(ConnOpened)
 	return c
+}
+
+// The refusal of a connection over the cap.
+const (
+	errMaxClients = "-ERR max number of clients reached\r\n"
+	// refuseTimeout bounds the writing of a refusal, its TLS handshake included.
+	refuseTimeout = time.Second
+	// maxTLSRefusals bounds the refusals whose handshakes are under way at
+	// once; past it a connection over the cap is closed without a reply.
+	maxTLSRefusals = 16
+)
+
+// refuseTLS answers a connection over the cap with errMaxClients over TLS,
+// off the accept loop (a handshake waits for the client), then closes it.
+func (s *Server) refuseTLS(nc net.Conn) {
+	select {
+	case s.refusing <- struct{}{}:
+	default:
+		_ = nc.Close()
+		return
+	}
+	go func() {
+		defer func() { <-s.refusing }()
+		tc := tls.Server(nc, s.opts.TLSConfig)
+		_ = tc.SetDeadline(time.Now().Add(refuseTimeout))
+		_, _ = tc.Write([]byte(errMaxClients))
+		_ = tc.Close()
+	}()
 }
 
 // forget removes a closed connection.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"container/list"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -56,12 +57,19 @@ type connLimiter struct {
 
 // limitConns wraps ln in a connLimiter of max connections named name, hooks
 // it into srv (which must serve the returned listener) and exports its
-// counts through metrics.
-func limitConns(ln net.Listener, srv *http.Server, max int, name string, log *slog.Logger, prom *metrics.Metrics) net.Listener {
+// counts through metrics. With tlsConf the returned listener serves TLS
+// only, over the capped connections; srv's handshake is then bounded by
+// its read and write timeouts, as net/http bounds it.
+func limitConns(ln net.Listener, srv *http.Server, max int, name string, log *slog.Logger, prom *metrics.Metrics, tlsConf *tls.Config) net.Listener {
 	l := newConnLimiter(ln, max, name, log, time.Now)
 	srv.ConnState = l.connState
 	prom.ObserveConns(name, l.stats)
-	return l
+	if tlsConf == nil {
+		return l
+	}
+	// srv's TLSConfig turns on HTTP/2 when tlsConf offers h2.
+	srv.TLSConfig = tlsConf
+	return tls.NewListener(l, tlsConf)
 }
 
 // newConnLimiter wraps ln so that it holds at most max connections open.
@@ -137,6 +145,9 @@ func (l *connLimiter) noteCapLocked() {
 // connState is the http.Server's ConnState hook: it keeps the list of idle
 // connections.
 func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn() // the server sees the TLS connection around ours
+	}
 	c, ok := nc.(*limitedConn)
 	if !ok {
 		return

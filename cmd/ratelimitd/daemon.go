@@ -25,6 +25,7 @@ type running struct {
 	redis  *respServer  // nil without --redis-listen
 	rls    *rlsServer   // nil without --grpc-listen and --rls-config
 	dash   *dashData    // nil without the dashboard
+	tls    *listenerTLS // nil without --tls-cert
 	srv    *http.Server
 	ln     net.Listener // the public listener, capped
 	served chan error   // Serve's return
@@ -54,6 +55,14 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 	if err := readRedisPassword(cfg); err != nil {
 		log.Error("cannot read the Redis password", "err", err)
 		return nil, exitFailure
+	}
+	ltls, err := loadListenerTLS(cfg.tls, time.Now, log)
+	if err != nil {
+		log.Error("cannot load the TLS files", "err", err)
+		return nil, exitFailure
+	}
+	if ltls != nil {
+		log.Info("TLS on every client-facing listener", "cert", cfg.tls.certFile, "client_ca", cfg.tls.clientCAFile)
 	}
 	prom := metrics.New()
 	rs, err := startRules(cfg, log, prom)
@@ -88,7 +97,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 	if _, ok := sys.ClusterStatus(); ok {
 		prom.ObserveCluster(clusterMetrics(sys))
 	}
-	d := &running{cfg: cfg, log: log, rules: rs, sys: sys, rls: rl, dash: dash}
+	d := &running{cfg: cfg, log: log, rules: rs, sys: sys, rls: rl, dash: dash, tls: ltls}
 	if !d.listen(ctx, nofile, adminToken, prom) {
 		d.admin.shutdown(context.Background(), log)
 		d.redis.drain(context.Background(), log)()
@@ -140,7 +149,7 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 			"max_conns", budget.maxConns, "descriptors_needed", need, "descriptor_limit", nofile)
 	}
 
-	if err := d.rls.listen(d.sys, budget.maxConns, prom, d.dash); err != nil {
+	if err := d.rls.listen(d.sys, budget.maxConns, prom, d.dash, d.tls); err != nil {
 		log.Error("cannot start the Rate Limit Service", "err", err)
 		return false
 	}
@@ -162,11 +171,11 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 		log.Error("cannot build the HTTP handler", "err", err)
 		return false
 	}
-	if d.admin, err = startAdmin(cfg, adminToken, budget.maxConns, log, d.sys, d.rules, prom, d.dash); err != nil {
+	if d.admin, err = startAdmin(cfg, adminToken, budget.maxConns, log, d.sys, d.rules, prom, d.dash, d.tls); err != nil {
 		log.Error("cannot start the admin API", "err", err)
 		return false
 	}
-	if d.redis, err = startRESP(cfg, budget.maxConns, log, d.sys, d.rules, prom, d.dash); err != nil {
+	if d.redis, err = startRESP(cfg, budget.maxConns, log, d.sys, d.rules, prom, d.dash, d.tls); err != nil {
 		log.Error("cannot start the Redis protocol server", "err", err)
 		return false
 	}
@@ -184,8 +193,8 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 	if cfg.proxy.upstream != "" {
 		name = "proxy"
 	}
-	d.ln = limitConns(ln, d.srv, budget.maxConns, name, log.With("component", "http"), prom)
-	log.Info("listening", "addr", ln.Addr().String(), "max_conns", budget.maxConns)
+	d.ln = limitConns(ln, d.srv, budget.maxConns, name, log.With("component", "http"), prom, d.tls.config(alpnHTTP))
+	log.Info("listening", "addr", ln.Addr().String(), "max_conns", budget.maxConns, "tls", d.tls != nil)
 	return true
 }
 

@@ -54,6 +54,7 @@ type config struct {
 	cluster   clusterConfig
 	rls       rlsConfig
 	dashboard dashboardConfig
+	tls       tlsConfig
 }
 
 // parseFlags parses args into a config. On invalid flags it writes a message
@@ -83,6 +84,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := checkClusterTLS(&cfg.cluster); err != nil {
 		fmt.Fprintln(stderr, err)
+		return config{}, err
+	}
+	if err := cfg.tls.check(); err != nil {
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
 		return config{}, err
 	}
 	if proxyMode && cfg.proxy.upstream == "" && !cfg.version {
@@ -138,6 +144,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	clusterFlags(fs, cfg)
 	rlsFlags(fs, cfg)
 	dashboardFlags(fs, cfg)
+	listenerTLSFlags(fs, cfg)
 	return fs
 }
 

@@ -34,8 +34,8 @@ func redisMaxConns(cfg *config, share int) int {
 // startRESP serves the Redis protocol on --redis-listen, checking with
 // sys and the rules of rs, with the password read by readRedisPassword;
 // without --redis-listen it serves nothing. share is each listener's share
-// of the descriptors (connCaps).
-func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, dash *dashData) (*respServer, error) {
+// of the descriptors (connCaps). With lt it serves TLS only.
+func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, dash *dashData, lt *listenerTLS) (*respServer, error) {
 	if cfg.redis.listen == "" {
 		return nil, nil
 	}
@@ -47,6 +47,7 @@ func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs 
 		Password:    cfg.redis.password,
 		MaxConns:    maxConns,
 		IdleTimeout: cfg.redis.idleTimeout,
+		TLSConfig:   lt.config(nil),
 		Stopped:     actors.ErrStopped,
 		Unavailable: actors.ErrUnavailable,
 		Observer:    dash.respObserver(prom.ObserveRESP(maxConns)),
@@ -66,7 +67,7 @@ func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs 
 	}
 	r := &respServer{srv: srv, served: make(chan error, 1)}
 	go func() { r.served <- srv.Serve(ln) }()
-	rlog.Info("redis listening", "addr", addr.String(), "max_conns", maxConns, "auth", cfg.redis.password != "")
+	rlog.Info("redis listening", "addr", addr.String(), "max_conns", maxConns, "auth", cfg.redis.password != "", "tls", lt != nil)
 	return r, nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -94,8 +95,8 @@ func startRLS(cfg *config, log *slog.Logger, prom *metrics.Metrics) (*rlsServer,
 }
 
 // listen builds the Service on sys and, with --grpc-listen, serves it on
-// its own listener, capped at maxConns connections.
-func (r *rlsServer) listen(sys *actors.System, maxConns int, prom *metrics.Metrics, dash *dashData) error {
+// its own listener, capped at maxConns connections, over TLS with lt.
+func (r *rlsServer) listen(sys *actors.System, maxConns int, prom *metrics.Metrics, dash *dashData, lt *listenerTLS) error {
 	if r == nil {
 		return nil
 	}
@@ -119,10 +120,17 @@ func (r *rlsServer) listen(sys *actors.System, maxConns int, prom *metrics.Metri
 	}
 	l := newConnLimiter(ln, maxConns, "grpc", r.log, time.Now)
 	prom.ObserveConns("grpc", l.stats)
+	var gl net.Listener = l
+	if c := lt.config(alpnGRPC); c != nil {
+		// TLS under gRPC, on the capped connections: gRPC's deadline of
+		// rls.ConnectionTimeout on a new connection bounds the handshake,
+		// which its first read or write makes.
+		gl = tls.NewListener(l, c)
+	}
 	g, h := rls.NewGRPCServer(svc)
 	r.grpc, r.health, r.served = g, h, make(chan error, 1)
-	go func() { r.served <- g.Serve(l) }()
-	r.log.Info("grpc listening", "addr", ln.Addr().String(), "max_conns", maxConns,
+	go func() { r.served <- g.Serve(gl) }()
+	r.log.Info("grpc listening", "addr", ln.Addr().String(), "max_conns", maxConns, "tls", lt != nil,
 		"count_over_limit", r.cfg.countOverLimit, "shadow", r.cfg.shadow, "response_headers", r.cfg.responseHeaders)
 	return nil
 }

@@ -132,8 +132,8 @@ type adminServer struct {
 // startAdmin serves the admin API on --admin-listen, at most maxConns
 // connections at once, with the bearer token tok (read by readToken) when
 // --admin-token-file is set, behind the dashboard when it is on (dash);
-// without the token file it serves nothing (and says so).
-func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, dash *dashData) (*adminServer, error) {
+// over TLS with lt; without the token file it serves nothing (and says so).
+func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, dash *dashData, lt *listenerTLS) (*adminServer, error) {
 	if cfg.adminTokenFile == "" {
 		log.Info("admin API off: no --admin-token-file")
 		return nil, nil
@@ -164,8 +164,8 @@ func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *ac
 		return nil, fmt.Errorf("admin listener %s: %w", cfg.adminListen, err)
 	}
 	a := &adminServer{srv: newServer(h, alog), served: make(chan error, 1)}
-	capped := limitConns(ln, a.srv, maxConns, "admin", alog, prom)
-	alog.Info("admin listening", "addr", ln.Addr().String(), "max_conns", maxConns)
+	capped := limitConns(ln, a.srv, maxConns, "admin", alog, prom, lt.config(alpnHTTP))
+	alog.Info("admin listening", "addr", ln.Addr().String(), "max_conns", maxConns, "tls", lt != nil)
 	go func() { a.served <- a.srv.Serve(capped) }()
 	return a, nil
 }
