@@ -92,7 +92,6 @@ func (r *runner) clusterSection(ctx context.Context) error {
 	}
 	c.Forwarded, c.Batches = int64(after[0]-before[0]), int64(after[1]-before[1])
 	for i, res := range results {
-		p := report.HTTPPeer{Name: names[i].name, Short: names[i].short, Request: "GET /check_rate", ChecksPerRequest: 1}
 		if res.Err != nil {
 			for _, m := range members {
 				for _, l := range strings.Split(m.Tail(), "\n") {
@@ -101,14 +100,8 @@ func (r *runner) clusterSection(ctx context.Context) error {
 					}
 				}
 			}
-			r.fail("cluster %s: %v", names[i].name, res.Err)
-			p.Error = firstLine(res.Err.Error())
-		} else {
-			p.Requests, p.Elapsed, p.ServerCPU, p.ClientCPU = res.Requests, res.Elapsed, res.ServerCPU, res.ClientCPU
-			p.P50, p.P99, p.P999 = load.Quantile(res.Lat, 0.5), load.Quantile(res.Lat, 0.99), load.Quantile(res.Lat, 0.999)
 		}
-		c.Peers = append(c.Peers, p)
-		r.logf("cluster %-32s %9.0f req/s p99 %v cpu %.3f s/1k checks", p.Name, p.ReqPerSec(), p.P99, p.CPUPer1kChecks())
+		c.Peers = append(c.Peers, r.clusterPeer(names[i].name, names[i].short, res))
 	}
 	c.Direct = r.directForwardCost(ctx, plan, bases, paths, cpuOf(members...))
 	for _, p := range append(members, single) {
@@ -155,18 +148,24 @@ func (r *runner) directForwardCost(ctx context.Context, plan load.Plan, bases, p
 	}
 	d.Forwarded, d.Batches = int64(after[0]-before[0]), int64(after[1]-before[1])
 	for i, res := range results {
-		p := report.HTTPPeer{Name: targets[i].Name, Short: names[i], Request: "GET /check_rate", ChecksPerRequest: 1}
-		if res.Err != nil {
-			r.fail("cluster %s: %v", p.Name, res.Err)
-			p.Error = firstLine(res.Err.Error())
-		} else {
-			p.Requests, p.Elapsed, p.ServerCPU, p.ClientCPU = res.Requests, res.Elapsed, res.ServerCPU, res.ClientCPU
-			p.P50, p.P99, p.P999 = load.Quantile(res.Lat, 0.5), load.Quantile(res.Lat, 0.99), load.Quantile(res.Lat, 0.999)
-		}
-		d.Peers = append(d.Peers, p)
-		r.logf("cluster %-32s %9.0f req/s p99 %v cpu %.3f s/1k checks", p.Name, p.ReqPerSec(), p.P99, p.CPUPer1kChecks())
+		d.Peers = append(d.Peers, r.clusterPeer(targets[i].Name, names[i], res))
 	}
 	return d
+}
+
+// clusterPeer is the row of a cluster target (one GET check per request)
+// that res measured, logged; a failed one is counted as the run's failure.
+func (r *runner) clusterPeer(name, short string, res *load.Result) report.HTTPPeer {
+	p := report.HTTPPeer{Name: name, Short: short, Request: "GET /check_rate", ChecksPerRequest: 1}
+	if res.Err != nil {
+		r.fail("cluster %s: %v", name, res.Err)
+		p.Error = firstLine(res.Err.Error())
+		return p
+	}
+	p.Requests, p.Elapsed, p.ServerCPU, p.ClientCPU = res.Requests, res.Elapsed, res.ServerCPU, res.ClientCPU
+	p.P50, p.P99, p.P999 = load.Quantile(res.Lat, 0.5), load.Quantile(res.Lat, 0.99), load.Quantile(res.Lat, 0.999)
+	r.logf("cluster %-32s %9.0f req/s p99 %v cpu %.3f s/1k checks", p.Name, p.ReqPerSec(), p.P99, p.CPUPer1kChecks())
+	return p
 }
 
 // splitByOwner splits paths (one check each) into those member base

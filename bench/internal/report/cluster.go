@@ -170,21 +170,7 @@ func (b *md) clusterSection(r *Report) {
 	b.p("member only; \"round-robin\" spreads the connections over every member. Most checks are forwarded to the member")
 	b.p("that owns their vshard; the server CPU of the cluster rows is summed over all its members.")
 	b.p("")
-	single := c.Peer(ShortSingle)
-	var rows [][]string
-	for i := range c.Peers {
-		p := &c.Peers[i]
-		if !p.OK() {
-			rows = append(rows, []string{p.Name, "—", "—", "—", "—", "—", "not run: " + p.Error})
-			continue
-		}
-		ratio := "—"
-		if single != nil {
-			ratio = fmt.Sprintf("%.2f×", p.CPUPer1kChecks()/single.CPUPer1kChecks())
-		}
-		rows = append(rows, []string{p.Name, rate(p.ReqPerSec()), dur(p.P50), dur(p.P99), dur(p.P999), fmt.Sprintf("%.3f", p.CPUPer1kChecks()), ratio})
-	}
-	b.table([]string{"", "req/s", "p50", "p99", "p99.9", "server CPU s per 1k checks", "÷ single node"}, rows)
+	b.table([]string{"", "req/s", "p50", "p99", "p99.9", "server CPU s per 1k checks", "÷ single node"}, peerRows(c.Peers, c.Peer(ShortSingle)))
 	b.p("During the cluster's rounds (warm-ups included) the members forwarded %s checks in %s batches: %.1f checks per batch (%.0f%% of the checks).",
 		count(int(c.Forwarded)), count(int(c.Batches)), perBatch(c), 100*c.ForwardedShare())
 	if x, ok := c.DerivedForwardCost(); ok {
@@ -220,24 +206,29 @@ func (b *md) directSection(c *Cluster, d *DirectForward) {
 		b.p("")
 		return
 	}
-	local := d.peer(ShortLocalIDs)
-	var rows [][]string
-	for i := range d.Peers {
-		p := &d.Peers[i]
-		if !p.OK() {
-			rows = append(rows, []string{p.Name, "—", "—", "—", "—", "—", "not run: " + p.Error})
-			continue
-		}
-		ratio := "—"
-		if local != nil {
-			ratio = fmt.Sprintf("%.2f×", p.CPUPer1kChecks()/local.CPUPer1kChecks())
-		}
-		rows = append(rows, []string{p.Name, rate(p.ReqPerSec()), dur(p.P50), dur(p.P99), dur(p.P999), fmt.Sprintf("%.3f", p.CPUPer1kChecks()), ratio})
-	}
-	b.table([]string{"", "req/s", "p50", "p99", "p99.9", "server CPU s per 1k checks", "÷ its own ids"}, rows)
+	b.table([]string{"", "req/s", "p50", "p99", "p99.9", "server CPU s per 1k checks", "÷ its own ids"}, peerRows(d.Peers, d.peer(ShortLocalIDs)))
 	if x, per, ok := d.Cost(); ok {
 		b.p("A forwarded check costs %.2f× the CPU of a local one; member 0 forwarded %s checks in %s batches in these rounds, warm-ups included (%.1f per batch).",
 			x, count(int(d.Forwarded)), count(int(d.Batches)), per)
 	}
 	b.p("")
+}
+
+// peerRows are the table rows of cluster peers, each one's CPU per check
+// divided by base's (if base has numbers).
+func peerRows(peers []HTTPPeer, base *HTTPPeer) [][]string {
+	var rows [][]string
+	for i := range peers {
+		p := &peers[i]
+		if !p.OK() {
+			rows = append(rows, []string{p.Name, "—", "—", "—", "—", "—", "not run: " + p.Error})
+			continue
+		}
+		ratio := "—"
+		if base != nil {
+			ratio = fmt.Sprintf("%.2f×", p.CPUPer1kChecks()/base.CPUPer1kChecks())
+		}
+		rows = append(rows, []string{p.Name, rate(p.ReqPerSec()), dur(p.P50), dur(p.P99), dur(p.P999), fmt.Sprintf("%.3f", p.CPUPer1kChecks()), ratio})
+	}
+	return rows
 }
