@@ -22,10 +22,10 @@ type clusterConfig struct {
 	lease     time.Duration
 	vshards   int
 	onError   actors.FailurePolicy
-	timeout   time.Duration // how long a check waits for its owner
-	forward   time.Duration // how long one forwarded batch may take
-	memberTLS *tlsFiles     // --cluster-tls-*: mutual TLS between the members; nil without them
-	etcdTLS   *tlsFiles     // --cluster-etcd-{cert,key,ca}: TLS to etcd; nil without them
+	timeout   time.Duration    // how long a check waits for its owner
+	forward   time.Duration    // how long one forwarded batch may take
+	memberTLS *clusterTLSFiles // --cluster-tls-*: mutual TLS between the members; nil without them
+	etcdTLS   *clusterTLSFiles // --cluster-etcd-{cert,key,ca}: TLS to etcd; nil without them
 }
 
 func defaultClusterConfig() clusterConfig {
@@ -96,12 +96,12 @@ func clusterFlags(fs *flag.FlagSet, cfg *config) {
 
 // tlsFileFlag defines the flag prefix-cert, -key or -ca (file 0, 1 or 2)
 // of the TLS files *p, made at the first of its flags.
-func tlsFileFlag(fs *flag.FlagSet, p **tlsFiles, prefix string, file int, usage string) {
-	fs.Func(prefix+[...]string{"-cert", "-key", "-ca"}[file], usage, func(s string) error {
+func tlsFileFlag(fs *flag.FlagSet, p **clusterTLSFiles, prefix string, file int, usage string) {
+	fs.Func(prefix+clusterTLSSuffixes[file], usage, func(s string) error {
 		if *p == nil {
-			*p = newTLSFiles(prefix)
+			*p = &clusterTLSFiles{prefix: prefix}
 		}
-		*(*p).paths[file] = s
+		(*p).paths[file] = s
 		return nil
 	})
 }

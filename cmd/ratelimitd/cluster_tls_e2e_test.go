@@ -75,8 +75,8 @@ func handshake(t *testing.T, addr string, cfg *tls.Config) (*x509.Certificate, e
 // with etcd: a check forwarded from one to the other is exact; a client
 // without a member certificate, or with one of another CA, is refused at
 // the cluster port; a member's certificate and key replaced (half written
-// first) are served to the next connection, and a CA file that gains a
-// CA admits its certificates.
+// first) are served to the connections after the next look at the files,
+// and a CA file that gains a CA admits its certificates.
 func TestE2EClusterTLS(t *testing.T) {
 	ca := actorstest.NewCA(t, "cluster")
 	etcd := actorstest.StartEtcdTLS(t, ca)
@@ -127,13 +127,29 @@ func TestE2EClusterTLS(t *testing.T) {
 		t.Fatalf("a client with a certificate of another CA at %s: got %v, want the unknown certificate authority alert", addr, err)
 	}
 
-	// Rotation: a half-written certificate keeps the old one, logged.
+	// Rotation: a half-written certificate keeps the old one, logged. The
+	// files are looked at on a handshake at most once a second, so each
+	// step handshakes until the member has seen the change.
 	serial := func() *big.Int {
 		leaf, err := handshake(t, addr, member)
 		if err != nil {
 			t.Fatalf("a client with a member certificate at %s: %v", addr, err)
 		}
 		return leaf.SerialNumber
+	}
+	until := func(what string, done func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(pollTimeout)
+		for !done() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %v\n%s", what, pollTimeout, ms[0].logs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	logged := func(match func(logRecord) bool) bool {
+		_, err := ms[0].logs.waitLine(0, ms[0].exited, match)
+		return err == nil
 	}
 	if got := serial(); got.Cmp(pairs[0].Leaf.SerialNumber) != 0 {
 		t.Fatalf("served serial %v, want the first certificate's %v", got, pairs[0].Leaf.SerialNumber)
@@ -143,31 +159,30 @@ func TestE2EClusterTLS(t *testing.T) {
 	if err := os.WriteFile(crt, next.CertPEM[:len(next.CertPEM)/2], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := serial(); got.Cmp(pairs[0].Leaf.SerialNumber) != 0 {
-		t.Fatalf("with a half-written certificate: served serial %v, want the old one's %v", got, pairs[0].Leaf.SerialNumber)
-	}
-	if _, err := ms[0].logs.waitLine(startTimeout, ms[0].exited, func(rec logRecord) bool {
-		return rec["msg"] == "cluster TLS files changed but do not load; keeping the certificates loaded before" &&
-			strings.Contains(rec["err"], "--cluster-tls-cert "+crt)
-	}); err != nil {
-		t.Fatalf("no log of the refused certificate naming --cluster-tls-cert: %v\n%s", err, ms[0].logs)
-	}
+	until("a log of the refused certificate naming --cluster-tls-cert", func() bool {
+		if got := serial(); got.Cmp(pairs[0].Leaf.SerialNumber) != 0 {
+			t.Fatalf("with a half-written certificate: served serial %v, want the old one's %v", got, pairs[0].Leaf.SerialNumber)
+		}
+		return logged(func(rec logRecord) bool {
+			return rec["msg"] == "TLS reload failed; keeping the last good certificate" &&
+				strings.Contains(rec["err"], "--cluster-tls-cert "+crt)
+		})
+	})
 	writeFile(t, crt, string(next.CertPEM))
 	writeFile(t, key, string(next.KeyPEM))
-	if got := serial(); got.Cmp(next.Leaf.SerialNumber) != 0 {
-		t.Fatalf("after the rotation: served serial %v, want the new certificate's %v", got, next.Leaf.SerialNumber)
-	}
+	until("the new certificate served after the rotation", func() bool { return serial().Cmp(next.Leaf.SerialNumber) == 0 })
 	if _, err := ms[0].logs.waitLine(startTimeout, ms[0].exited, func(rec logRecord) bool {
-		return rec["msg"] == "cluster TLS files reloaded" && rec["serial"] == next.Leaf.SerialNumber.String()
+		return rec["msg"] == "TLS certificate reloaded" && rec["serial"] == next.Leaf.SerialNumber.String()
 	}); err != nil {
 		t.Fatalf("no log of the reload with the new serial: %v\n%s", err, ms[0].logs)
 	}
 
 	// A CA file that gains a CA admits the certificates it signed.
 	writeFile(t, filepath.Join(dirs[0], "ca.crt"), string(ca.PEM)+string(other.PEM))
-	if _, err := handshake(t, addr, foreign); err != nil {
-		t.Fatalf("a client with a certificate of the CA added to the CA file: %v, want served", err)
-	}
+	until("a client with a certificate of the CA added to the CA file served", func() bool {
+		_, err := handshake(t, addr, foreign)
+		return err == nil
+	})
 	// The members still serve each other's checks, exactly.
 	for i := range 2 {
 		r := ms[i].check(t, "tls-after", scale, 5, 1)
@@ -206,18 +221,18 @@ func TestE2EClusterTLSBadFiles(t *testing.T) {
 		flag string // named in stderr
 		what string // the problem, in stderr
 	}{
-		{"cert missing", member(missing, key, caf), "--cluster-tls-cert " + missing, "no such file or directory"},
-		{"cert not PEM", member(notPEM, key, caf), "--cluster-tls-cert " + notPEM, "holds no PEM CERTIFICATE block"},
-		{"cert is a key", member(key, key, caf), "--cluster-tls-cert " + key, "holds no PEM CERTIFICATE block"},
-		{"key missing", member(crt, missing, caf), "--cluster-tls-key " + missing, "no such file or directory"},
-		{"key not PEM", member(crt, notPEM, caf), "--cluster-tls-key " + notPEM, "holds no PEM block"},
-		{"key of another certificate", member(crt, otherKey, caf), "--cluster-tls-key " + otherKey, "not the key of --cluster-tls-cert " + crt},
-		{"CA missing", member(crt, key, missing), "--cluster-tls-ca " + missing, "no such file or directory"},
-		{"CA file holds a key", member(crt, key, keyAsCA), "--cluster-tls-ca " + keyAsCA, "holds no PEM CERTIFICATE block"},
-		{"CA file holds no valid certificate", member(crt, key, badCA), "--cluster-tls-ca " + badCA, "holds no valid CA certificate"},
+		{"cert missing", member(missing, key, caf), "--cluster-tls-cert: stat " + missing, "no such file or directory"},
+		{"cert not PEM", member(notPEM, key, caf), "--cluster-tls-cert " + notPEM, "holds no PEM data"},
+		{"cert is a key", member(key, key, caf), "--cluster-tls-cert " + key, "holds no CERTIFICATE block"},
+		{"key missing", member(crt, missing, caf), "--cluster-tls-key: stat " + missing, "no such file or directory"},
+		{"key not PEM", member(crt, notPEM, caf), "--cluster-tls-key " + notPEM, "holds no PEM data"},
+		{"key of another certificate", member(crt, otherKey, caf), "--cluster-tls-key " + otherKey, "does not match the certificate in " + crt},
+		{"CA missing", member(crt, key, missing), "--cluster-tls-ca: stat " + missing, "no such file or directory"},
+		{"CA file holds a key", member(crt, key, keyAsCA), "--cluster-tls-ca " + keyAsCA, "holds no CERTIFICATE block"},
+		{"CA file holds no valid certificate", member(crt, key, badCA), "--cluster-tls-ca " + badCA, "certificate 1: x509: malformed certificate"},
 		{"cert without key and CA", with(https, "--cluster-etcd-ca", caf, "--cluster-tls-cert", crt), "--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca", "set all three or none"},
-		{"etcd CA missing", with(https, "--cluster-etcd-ca", missing), "--cluster-etcd-ca " + missing, "no such file or directory"},
-		{"etcd key of another certificate", with(https, "--cluster-etcd-cert", crt, "--cluster-etcd-key", otherKey), "--cluster-etcd-key " + otherKey, "not the key of --cluster-etcd-cert"},
+		{"etcd CA missing", with(https, "--cluster-etcd-ca", missing), "--cluster-etcd-ca: stat " + missing, "no such file or directory"},
+		{"etcd key of another certificate", with(https, "--cluster-etcd-cert", crt, "--cluster-etcd-key", otherKey), "--cluster-etcd-key " + otherKey, "does not match the certificate in " + crt},
 		{"etcd cert without key", with(https, "--cluster-etcd-cert", crt), "--cluster-etcd-cert and --cluster-etcd-key", "set both or neither"},
 		{"https etcd without TLS flags", https, "--cluster-etcd https://127.0.0.1:2379", "set --cluster-etcd-ca"},
 		{"etcd TLS flags with http etcd", []string{"--cluster-etcd", "https://127.0.0.1:2379,http://127.0.0.1:2380", "--cluster-etcd-ca", caf}, "--cluster-etcd http://127.0.0.1:2380", "must all be https"},

@@ -2,9 +2,12 @@ package main
 
 import (
 	"crypto/tls"
+	"log/slog"
+	"math/big"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 )
@@ -32,17 +35,18 @@ func serveTLSOnce(t *testing.T, cert tls.Certificate) string {
 }
 
 // TestClusterTLSDialVerifies: the configs the daemon dials with (to etcd,
-// to the members) trust a certificate of the CA file as it is at the
-// dial, and, for etcd, only one naming an endpoint's host.
+// to the members) trust a certificate of the CA file as it was at the
+// last look, and, for etcd, only one naming an endpoint's host.
 func TestClusterTLSDialVerifies(t *testing.T) {
 	t.Parallel()
 	ca, next := actorstest.NewCA(t, "ca"), actorstest.NewCA(t, "next")
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.crt")
-	writeFile(t, caFile, string(ca.PEM))
-	f := newTLSFiles("cluster-etcd")
-	f.caPath = caFile
-	if err := f.load(); err != nil {
+	mod := time.Now().Add(-time.Hour)
+	writeStamped(t, caFile, ca.PEM, mod)
+	clock := newFakeClock()
+	f := &clusterTLSFiles{prefix: "cluster-etcd", paths: [3]string{2: caFile}}
+	if err := f.load(clock.Now); err != nil {
 		t.Fatal(err)
 	}
 	etcd := f.etcdConfig([]string{"https://127.0.0.1:2379", "https://etcd-1.example:2379"})
@@ -75,8 +79,10 @@ func TestClusterTLSDialVerifies(t *testing.T) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	// The CA file replaced: the next dials trust the new CA alone.
-	writeFile(t, caFile, string(next.PEM))
+	// The CA file replaced: the dials after the check interval trust the
+	// new CA alone.
+	writeStamped(t, caFile, next.PEM, mod.Add(time.Second))
+	clock.advance(tlsCheckInterval)
 	if err := dial(etcd, ofNext); err != nil {
 		t.Errorf("etcd, the new CA: got %v, want trusted", err)
 	}
@@ -87,7 +93,8 @@ func TestClusterTLSDialVerifies(t *testing.T) {
 		t.Errorf("etcd, the old CA after the rotation: got %v, want refused", err)
 	}
 	// A CA file half written keeps the CA loaded before.
-	writeFile(t, caFile, string(ca.PEM[:len(ca.PEM)/2]))
+	writeStamped(t, caFile, ca.PEM[:len(ca.PEM)/2], mod.Add(2*time.Second))
+	clock.advance(tlsCheckInterval)
 	if err := dial(etcd, ofNext); err != nil {
 		t.Errorf("etcd, with a half-written CA file: got %v, want the new CA still trusted", err)
 	}
@@ -102,10 +109,10 @@ func TestClusterTLSClientCertificate(t *testing.T) {
 	p := ca.Issue(t, "member", "127.0.0.1")
 	writeFile(t, filepath.Join(dir, "m.crt"), string(p.CertPEM))
 	writeFile(t, filepath.Join(dir, "m.key"), string(p.KeyPEM))
-	none, with := newTLSFiles("cluster-etcd"), newTLSFiles("cluster-etcd")
-	with.certPath, with.keyPath = filepath.Join(dir, "m.crt"), filepath.Join(dir, "m.key")
-	for _, f := range []*tlsFiles{none, with} {
-		if err := f.load(); err != nil {
+	none := &clusterTLSFiles{prefix: "cluster-etcd"}
+	with := &clusterTLSFiles{prefix: "cluster-etcd", paths: [3]string{filepath.Join(dir, "m.crt"), filepath.Join(dir, "m.key")}}
+	for _, f := range []*clusterTLSFiles{none, with} {
+		if err := f.load(time.Now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,5 +123,55 @@ func TestClusterTLSClientCertificate(t *testing.T) {
 	got, err = with.etcdConfig(nil).GetClientCertificate(&tls.CertificateRequestInfo{})
 	if err != nil || got.Leaf == nil || got.Leaf.SerialNumber.Cmp(p.Leaf.SerialNumber) != 0 {
 		t.Fatalf("with --cluster-etcd-cert: got %+v, %v; want serial %v", got, err, p.Leaf.SerialNumber)
+	}
+}
+
+// TestClusterTLSMemberRotation: the member config serves and dials with
+// the certificate loaded at the start until the clock passes the check
+// interval after a rotation, then with the new one, and the reload is
+// logged to the logger set after the load, with the new serial.
+func TestClusterTLSMemberRotation(t *testing.T) {
+	t.Parallel()
+	ca := actorstest.NewCA(t, "ca")
+	dir, first := tlsDir(t, ca, "m0")
+	clock := newFakeClock()
+	f := &clusterTLSFiles{prefix: "cluster-tls", paths: [3]string{filepath.Join(dir, "m.crt"), filepath.Join(dir, "m.key"), filepath.Join(dir, "ca.crt")}}
+	if err := f.load(clock.Now); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	f.setLogger(slog.New(slog.NewTextHandler(logs, nil)))
+	cfg := f.memberConfig()
+	serials := func() (served, dialed *big.Int) {
+		t.Helper()
+		sc, err := cfg.GetConfigForClient(&tls.ClientHelloInfo{})
+		if err != nil || sc.ClientAuth != tls.RequireAndVerifyClientCert || sc.MinVersion != tls.VersionTLS13 {
+			t.Fatalf("GetConfigForClient: got %+v, %v; want TLS 1.3 requiring a verified client certificate", sc, err)
+		}
+		s, err := sc.GetCertificate(&tls.ClientHelloInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Leaf.SerialNumber, c.Leaf.SerialNumber
+	}
+	is := func(got, want *big.Int) bool { return got.Cmp(want) == 0 }
+	// The new pair, stamped apart from the first, then the look it waits for.
+	next := ca.Issue(t, "m0-next", "127.0.0.1")
+	later := time.Now().Add(time.Hour)
+	writeStamped(t, f.paths[1], next.KeyPEM, later)
+	writeStamped(t, f.paths[0], next.CertPEM, later)
+	if s, c := serials(); !is(s, first.Leaf.SerialNumber) || !is(c, first.Leaf.SerialNumber) {
+		t.Errorf("before the check interval: served %v, dialed with %v; want the first serial %v", s, c, first.Leaf.SerialNumber)
+	}
+	clock.advance(tlsCheckInterval)
+	if s, c := serials(); !is(s, next.Leaf.SerialNumber) || !is(c, next.Leaf.SerialNumber) {
+		t.Errorf("after the check interval: served %v, dialed with %v; want the new serial %v", s, c, next.Leaf.SerialNumber)
+	}
+	if l := logs.String(); strings.Count(l, `msg="TLS certificate reloaded"`) != 1 || !strings.Contains(l, "serial="+next.Leaf.SerialNumber.String()) {
+		t.Errorf("reload log: got\n%s\nwant one msg=\"TLS certificate reloaded\" line with serial=%v", l, next.Leaf.SerialNumber)
 	}
 }

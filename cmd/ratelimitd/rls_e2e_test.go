@@ -163,7 +163,7 @@ descriptors:
 			t.Errorf("reflection lists %v, want %s among them", services, want)
 		}
 	}
-	grpcurlList(t, d.grpcAddr)
+	grpcurlList(t, "-plaintext", d.grpcAddr)
 
 	// Bad input: InvalidArgument naming the field; the server goes on.
 	for _, c := range []struct {
@@ -216,34 +216,41 @@ func reflectionServices(t *testing.T, conn *grpc.ClientConn) []string {
 	return names
 }
 
-// grpcurlList runs grpcurl -plaintext ADDR list, if grpcurl is on PATH or
-// in $(go env GOPATH)/bin, and checks that it lists the Rate Limit
-// Service; without grpcurl it says so and checks nothing (the reflection
-// client above has checked the same).
-func grpcurlList(t *testing.T, addr string) {
+// grpcurlList runs grpcurl with args (the connection's flags and the
+// address) and list, if findGrpcurl finds grpcurl, and checks that it
+// lists the Rate Limit Service and health; without grpcurl it says so and
+// checks nothing (the tests' own gRPC clients have checked the same).
+func grpcurlList(t *testing.T, args ...string) {
 	t.Helper()
-	bin, err := exec.LookPath("grpcurl")
-	if err != nil {
-		gopath, _ := exec.Command("go", "env", "GOPATH").Output()
-		for _, p := range filepath.SplitList(strings.TrimSpace(string(gopath))) {
-			if c := filepath.Join(p, "bin", "grpcurl"); fileExists(c) {
-				bin = c
-				break
-			}
-		}
-	}
+	bin := findGrpcurl()
 	if bin == "" {
-		t.Log("grpcurl not found on PATH nor in $(go env GOPATH)/bin: skipping `grpcurl -plaintext ADDR list` (install it with go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4)")
+		t.Logf("grpcurl not found on PATH nor in $(go env GOPATH)/bin: skipping `grpcurl %s list` (install it with go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4)", strings.Join(args, " "))
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "-plaintext", addr, "list").CombinedOutput()
+	out, err := exec.CommandContext(ctx, bin, append(args, "list")...).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), rlsService) || !strings.Contains(string(out), "grpc.health.v1.Health") {
-		t.Errorf("grpcurl -plaintext %s list: %v\n%s\nwant %s and grpc.health.v1.Health listed", addr, err, out, rlsService)
+		t.Errorf("grpcurl %s list: %v\n%s\nwant %s and grpc.health.v1.Health listed", strings.Join(args, " "), err, out, rlsService)
 	}
 }
 
+// findGrpcurl returns the path of grpcurl, on PATH or in
+// $(go env GOPATH)/bin, or "" if it is in neither.
+func findGrpcurl() string {
+	if bin, err := exec.LookPath("grpcurl"); err == nil {
+		return bin
+	}
+	gopath, _ := exec.Command("go", "env", "GOPATH").Output()
+	for _, p := range filepath.SplitList(strings.TrimSpace(string(gopath))) {
+		if c := filepath.Join(p, "bin", "grpcurl"); fileExists(c) {
+			return c
+		}
+	}
+	return ""
+}
+
+// fileExists reports whether p is a regular file.
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular()

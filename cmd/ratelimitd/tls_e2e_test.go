@@ -31,6 +31,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/rls"
 )
 
@@ -38,8 +39,8 @@ import (
 // protocol listeners.
 type tlsDaemon struct {
 	*daemon
-	ca                  *testCA // issued the server's certificate
-	dir                 string  // of the certificate files
+	ca                  *actorstest.CA // issued the server's certificate
+	dir                 string         // of the certificate files
 	certPath, keyPath   string
 	caPath              string // the server CA's certificate, for redis-cli and grpcurl
 	admin               string // https://host:port of the admin listener
@@ -52,11 +53,11 @@ type tlsDaemon struct {
 // the CA, presents client (if any) and speaks HTTP/2.
 func startTLSDaemon(t *testing.T, serial int64, client *tls.Certificate, flags ...string) *tlsDaemon {
 	t.Helper()
-	ca := newTestCA(t, "server ca")
+	ca := actorstest.NewCA(t, "server ca")
 	dir := t.TempDir()
-	certPath, keyPath := writePair(t, dir, ca.issue(t, serial, false), time.Now().Add(-time.Hour))
+	certPath, keyPath := writePair(t, dir, issueLocal(t, ca, serial), time.Now().Add(-time.Hour))
 	caPath := filepath.Join(dir, "ca.pem")
-	writeFile(t, caPath, string(ca.pem))
+	writeFile(t, caPath, string(ca.PEM))
 	tokenFile := filepath.Join(dir, "token")
 	writeFile(t, tokenFile, adminToken+"\n")
 	conf := filepath.Join(dir, "rls.yaml")
@@ -87,7 +88,7 @@ func startTLSDaemon(t *testing.T, serial int64, client *tls.Certificate, flags .
 // clientConfig is a client's TLS config that trusts the server's CA and
 // presents cert, if any.
 func (d *tlsDaemon) clientConfig(cert *tls.Certificate) *tls.Config {
-	c := &tls.Config{RootCAs: d.ca.pool}
+	c := &tls.Config{RootCAs: d.ca.Pool()}
 	if cert != nil {
 		c.Certificates = []tls.Certificate{*cert}
 	}
@@ -238,7 +239,7 @@ func TestE2ETLS(t *testing.T) {
 	if st, err := grpcHealth(d.grpcAddr, d.clientConfig(nil)); err != nil || st != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("gRPC health over TLS: got %v, %v, want SERVING", st, err)
 	}
-	grpcurlTLS(t, d.grpcAddr, d.caPath)
+	grpcurlList(t, "-cacert", d.caPath, d.grpcAddr)
 
 	// The Redis protocol: go-redis, then redis-cli.
 	rc := redis.NewClient(&redis.Options{Addr: d.redisAddr, PoolSize: 1, MaxRetries: -1, TLSConfig: d.clientConfig(nil)})
@@ -273,32 +274,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// grpcurlTLS runs grpcurl -cacert caPath addr list, if grpcurl is found
-// (as grpcurlList finds it).
-func grpcurlTLS(t *testing.T, addr, caPath string) {
-	t.Helper()
-	bin, err := exec.LookPath("grpcurl")
-	if err != nil {
-		gopath, _ := exec.Command("go", "env", "GOPATH").Output()
-		for _, p := range filepath.SplitList(strings.TrimSpace(string(gopath))) {
-			if c := filepath.Join(p, "bin", "grpcurl"); fileExists(c) {
-				bin = c
-				break
-			}
-		}
-	}
-	if bin == "" {
-		t.Log("grpcurl not found: skipping grpcurl -cacert")
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "-cacert", caPath, addr, "list").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), rlsService) || !strings.Contains(string(out), "grpc.health.v1.Health") {
-		t.Errorf("grpcurl -cacert %s %s list: %v\n%s\nwant %s and grpc.health.v1.Health listed", caPath, addr, err, out, rlsService)
-	}
-}
-
 // TestE2ETLSProxy: in proxy mode the public listener proxies over HTTPS,
 // limiting as over plain HTTP.
 func TestE2ETLSProxy(t *testing.T) {
@@ -321,10 +296,10 @@ func TestE2ETLSProxy(t *testing.T) {
 // without one or with one of another CA.
 func TestE2ETLSClientCA(t *testing.T) {
 	t.Parallel()
-	clients, other := newTestCA(t, "client ca"), newTestCA(t, "other ca")
+	clients, other := actorstest.NewCA(t, "client ca"), actorstest.NewCA(t, "other ca")
 	caFile := filepath.Join(t.TempDir(), "clients.pem")
-	writeFile(t, caFile, string(clients.pem))
-	good, bad := clients.issue(t, 11, true).tlsCert(t), other.issue(t, 12, true).tlsCert(t)
+	writeFile(t, caFile, string(clients.PEM))
+	good, bad := clients.IssueSerial(t, 11, "client").TLS, other.IssueSerial(t, 12, "client").TLS
 	d := startTLSDaemon(t, 1, nil, "--tls-client-ca", caFile)
 
 	listeners := []struct {
@@ -451,7 +426,7 @@ func TestE2ETLSRotation(t *testing.T) {
 	}
 
 	// The new pair, stamped apart from the old one.
-	writePair(t, d.dir, d.ca.issue(t, 2, false), time.Now())
+	writePair(t, d.dir, issueLocal(t, d.ca, 2), time.Now())
 	for _, l := range []struct {
 		name, addr string
 		protos     []string
@@ -487,8 +462,8 @@ func TestE2ETLSRotation(t *testing.T) {
 // error), a bad file 1 (a start error); either names the flag.
 func TestE2ETLSBadFlags(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t, "ca")
-	pair, other := ca.issue(t, 1, false), ca.issue(t, 2, false)
+	ca := actorstest.NewCA(t, "ca")
+	pair, other := issueLocal(t, ca, 1), issueLocal(t, ca, 2)
 	dir := t.TempDir()
 	file := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
@@ -497,8 +472,8 @@ func TestE2ETLSBadFlags(t *testing.T) {
 		}
 		return p
 	}
-	cert, key, otherKey := file("cert.pem", pair.cert), file("key.pem", pair.key), file("other.pem", other.key)
-	text, caPEM := file("text", []byte("not PEM\n")), file("ca.pem", ca.pem)
+	cert, key, otherKey := file("cert.pem", pair.CertPEM), file("key.pem", pair.KeyPEM), file("other.pem", other.KeyPEM)
+	text, caPEM := file("text", []byte("not PEM\n")), file("ca.pem", ca.PEM)
 	tests := []struct {
 		args []string
 		code int
@@ -533,14 +508,4 @@ func TestE2ETLSBadFlags(t *testing.T) {
 			}
 		})
 	}
-}
-
-// tlsCert is p as a tls.Certificate, for a client.
-func (p testPair) tlsCert(t *testing.T) tls.Certificate {
-	t.Helper()
-	c, err := tls.X509KeyPair(p.cert, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

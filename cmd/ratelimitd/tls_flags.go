@@ -82,14 +82,6 @@ func (l *listenerTLS) config(protos []string) *tls.Config {
 	c.ClientAuth = tls.RequireAndVerifyClientCert
 	c.ClientCAs = l.ca.Pool()
 	// The pool of this handshake, which a rotated CA file changes.
-	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
-		return &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			NextProtos:     protos,
-			GetCertificate: l.cert.GetCertificate,
-			ClientAuth:     tls.RequireAndVerifyClientCert,
-			ClientCAs:      l.ca.Pool(),
-		}, nil
-	}
+	c.GetConfigForClient = clientAuthConfig(tls.VersionTLS12, protos, l.cert, l.ca)
 	return c
 }

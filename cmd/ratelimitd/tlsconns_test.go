@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 	"github.com/ratelimitd/ratelimitd/api/metrics"
 )
 
@@ -21,8 +22,8 @@ import (
 // room for the next one, as over plain TCP.
 func TestConnLimiterUnderTLS(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t, "ca")
-	certPath, keyPath := writePair(t, t.TempDir(), ca.issue(t, 1, false), time.Now())
+	ca := actorstest.NewCA(t, "ca")
+	certPath, keyPath := writePair(t, t.TempDir(), issueLocal(t, ca, 1), time.Now())
 	discard := slog.New(slog.DiscardHandler)
 	lt, err := loadListenerTLS(tlsConfig{certFile: certPath, keyFile: keyPath}, time.Now, discard)
 	if err != nil {
@@ -57,7 +58,7 @@ func TestConnLimiterUnderTLS(t *testing.T) {
 		}
 	}
 	client := func() *http.Client {
-		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}, ForceAttemptHTTP2: true}}
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, ForceAttemptHTTP2: true}}
 		t.Cleanup(c.CloseIdleConnections)
 		return c
 	}

@@ -60,25 +60,27 @@ type fileStamp struct {
 // is logged, at most once per tlsLogInterval. It is safe for concurrent
 // use; a look that is due while another is under way is skipped.
 type reloading[T any] struct {
-	files []tlsFile
-	load  func(data [][]byte) (*T, error)
-	clock func() time.Time
-	log   *slog.Logger
-	what  string // what the value is, in logs
+	files    []tlsFile
+	load     func(data [][]byte) (*T, error)
+	clock    func() time.Time
+	what     string         // what the value is, in logs
+	describe func(*T) []any // attributes of a reloaded value in its log line; nil for none
 
 	cur atomic.Pointer[T]
 
 	mu       sync.Mutex
-	stamps   []fileStamp // of the files at the last look
-	checked  time.Time   // when the files were last looked at
-	logged   time.Time   // when a failed reload was last logged
-	unlogged int         // failed reloads since
+	log      *slog.Logger // of the reloads; replaced by setLog
+	stamps   []fileStamp  // of the files at the last look
+	checked  time.Time    // when the files were last looked at
+	logged   time.Time    // when a failed reload was last logged
+	unlogged int          // failed reloads since
 }
 
 // newReloading loads the value from files, returning an error naming the
-// file and its problem when it cannot.
-func newReloading[T any](what string, files []tlsFile, load func([][]byte) (*T, error), clock func() time.Time, log *slog.Logger) (*reloading[T], error) {
-	r := &reloading[T]{files: files, load: load, clock: clock, log: log, what: what}
+// file and its problem when it cannot; describe, if not nil, gives the
+// attributes of a reloaded value for its log line.
+func newReloading[T any](what string, files []tlsFile, load func([][]byte) (*T, error), describe func(*T) []any, clock func() time.Time, log *slog.Logger) (*reloading[T], error) {
+	r := &reloading[T]{files: files, load: load, clock: clock, log: log, what: what, describe: describe}
 	stamps, v, err := r.read()
 	if err != nil {
 		return nil, err
@@ -149,7 +151,18 @@ func (r *reloading[T]) refreshLocked(now time.Time) {
 		return
 	}
 	r.cur.Store(v)
-	r.log.Info("TLS "+r.what+" reloaded", "file", r.files[0].path)
+	attrs := []any{"file", r.files[0].path}
+	if r.describe != nil {
+		attrs = append(attrs, r.describe(v)...)
+	}
+	r.log.Info("TLS "+r.what+" reloaded", attrs...)
+}
+
+// setLog makes r log to log from now on.
+func (r *reloading[T]) setLog(log *slog.Logger) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = log
 }
 
 // certFiles is a certificate chain and its private key, from PEM files
@@ -166,12 +179,17 @@ type certFiles struct {
 func newCertFiles(cert, key tlsFile, clock func() time.Time, log *slog.Logger) (*certFiles, error) {
 	r, err := newReloading("certificate", []tlsFile{cert, key}, func(data [][]byte) (*tls.Certificate, error) {
 		return loadKeyPair(cert, data[0], key, data[1])
+	}, func(c *tls.Certificate) []any {
+		return []any{"serial", c.Leaf.SerialNumber.String(), "not_after", c.Leaf.NotAfter}
 	}, clock, log)
 	if err != nil {
 		return nil, err
 	}
 	return &certFiles{r}, nil
 }
+
+// setLog makes c log its reloads to log from now on.
+func (c *certFiles) setLog(log *slog.Logger) { c.r.setLog(log) }
 
 // GetCertificate returns the current certificate, for tls.Config.
 func (c *certFiles) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -290,7 +308,7 @@ func newCAFiles(f tlsFile, clock func() time.Time, log *slog.Logger) (*caFiles, 
 			pool.AddCert(c)
 		}
 		return pool, nil
-	}, clock, log)
+	}, nil, clock, log)
 	if err != nil {
 		return nil, err
 	}
@@ -299,3 +317,22 @@ func newCAFiles(f tlsFile, clock func() time.Time, log *slog.Logger) (*caFiles, 
 
 // Pool returns the current pool.
 func (c *caFiles) Pool() *x509.CertPool { return c.r.current() }
+
+// setLog makes c log its reloads to log from now on.
+func (c *caFiles) setLog(log *slog.Logger) { c.r.setLog(log) }
+
+// clientAuthConfig returns a GetConfigForClient of a server of minVersion
+// and the ALPN protocols protos that presents cert's certificate and
+// requires a client certificate that ca's pool verifies, both as they are
+// at each handshake.
+func clientAuthConfig(minVersion uint16, protos []string, cert *certFiles, ca *caFiles) func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	return func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		return &tls.Config{
+			MinVersion:     minVersion,
+			NextProtos:     protos,
+			GetCertificate: cert.GetCertificate,
+			ClientAuth:     tls.RequireAndVerifyClientCert,
+			ClientCAs:      ca.Pool(),
+		}, nil
+	}
+}

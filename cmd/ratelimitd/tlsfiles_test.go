@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
 )
 
 // fakeClock is a clock the test moves.
@@ -48,10 +49,10 @@ func servedSerial(t *testing.T, cf *certFiles) int64 {
 // the clock has passed the check interval, to servers and clients alike.
 func TestCertFilesRotate(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t, "ca")
+	ca := actorstest.NewCA(t, "ca")
 	dir := t.TempDir()
 	mod := time.Now().Add(-time.Hour)
-	certPath, keyPath := writePair(t, dir, ca.issue(t, 101, false), mod)
+	certPath, keyPath := writePair(t, dir, issueLocal(t, ca, 101), mod)
 	clock := newFakeClock()
 	logs := &lockedBuffer{}
 	cf, err := newCertFiles(tlsFile{"--tls-cert", certPath}, tlsFile{"--tls-key", keyPath}, clock.Now, slog.New(slog.NewTextHandler(logs, nil)))
@@ -62,7 +63,7 @@ func TestCertFilesRotate(t *testing.T) {
 		t.Fatalf("serial at load: got %d, want 101", got)
 	}
 
-	writePair(t, dir, ca.issue(t, 102, false), mod.Add(time.Second))
+	writePair(t, dir, issueLocal(t, ca, 102), mod.Add(time.Second))
 	clock.advance(tlsCheckInterval - time.Millisecond)
 	if got := servedSerial(t, cf); got != 101 {
 		t.Errorf("serial before the check interval: got %d, want 101", got)
@@ -85,10 +86,10 @@ func TestCertFilesRotate(t *testing.T) {
 // logged once a minute at most, with their count; a good pair then loads.
 func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t, "ca")
+	ca := actorstest.NewCA(t, "ca")
 	dir := t.TempDir()
 	mod := time.Now().Add(-time.Hour)
-	good := ca.issue(t, 201, false)
+	good := issueLocal(t, ca, 201)
 	certPath, keyPath := writePair(t, dir, good, mod)
 	clock := newFakeClock()
 	logs := &lockedBuffer{}
@@ -97,13 +98,13 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	next := ca.issue(t, 202, false)
-	writeStamped(t, certPath, next.cert[:len(next.cert)/2], mod.Add(time.Second)) // half written
+	next := issueLocal(t, ca, 202)
+	writeStamped(t, certPath, next.CertPEM[:len(next.CertPEM)/2], mod.Add(time.Second)) // half written
 	clock.advance(tlsCheckInterval)
 	if got := servedSerial(t, cf); got != 201 {
 		t.Errorf("serial after a half-written certificate: got %d, want 201", got)
 	}
-	writeStamped(t, certPath, next.cert, mod.Add(2*time.Second)) // the key is still the old one
+	writeStamped(t, certPath, next.CertPEM, mod.Add(2*time.Second)) // the key is still the old one
 	clock.advance(tlsCheckInterval)
 	if got := servedSerial(t, cf); got != 201 {
 		t.Errorf("serial with a key of another certificate: got %d, want 201", got)
@@ -125,7 +126,7 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 		t.Errorf("failure log lines after a minute: got %d, want 2, the second with times=2:\n%s", n, logs)
 	}
 
-	writeStamped(t, keyPath, next.key, mod.Add(4*time.Second))
+	writeStamped(t, keyPath, next.KeyPEM, mod.Add(4*time.Second))
 	clock.advance(tlsCheckInterval)
 	if got := servedSerial(t, cf); got != 202 {
 		t.Errorf("serial after the good key: got %d, want 202", got)
@@ -137,54 +138,40 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 // keeps the last good pool.
 func TestCAFilesRotate(t *testing.T) {
 	t.Parallel()
-	ca1, ca2 := newTestCA(t, "one"), newTestCA(t, "two")
+	ca1, ca2 := actorstest.NewCA(t, "one"), actorstest.NewCA(t, "two")
 	path := filepath.Join(t.TempDir(), "ca.pem")
 	mod := time.Now().Add(-time.Hour)
-	writeStamped(t, path, ca1.pem, mod)
+	writeStamped(t, path, ca1.PEM, mod)
 	clock := newFakeClock()
 	cf, err := newCAFiles(tlsFile{"--tls-client-ca", path}, clock.Now, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifies := func(ca *testCA) bool {
-		leaf, err := x509.ParseCertificate(pemBytes(t, ca.issue(t, 7, true).cert))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = leaf.Verify(x509.VerifyOptions{Roots: cf.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	verifies := func(ca *actorstest.CA) bool {
+		_, err := ca.IssueSerial(t, 7, "client").Leaf.Verify(x509.VerifyOptions{Roots: cf.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		return err == nil
 	}
 	if !verifies(ca1) || verifies(ca2) {
 		t.Fatalf("at load: want ca1's certificates verified, not ca2's")
 	}
-	writeStamped(t, path, ca2.pem, mod.Add(time.Second))
+	writeStamped(t, path, ca2.PEM, mod.Add(time.Second))
 	clock.advance(tlsCheckInterval)
 	if verifies(ca1) || !verifies(ca2) {
 		t.Errorf("after the rotation: want ca2's certificates verified, not ca1's")
 	}
-	writeStamped(t, path, ca2.issue(t, 8, true).key, mod.Add(2*time.Second))
+	writeStamped(t, path, ca2.IssueSerial(t, 8, "client").KeyPEM, mod.Add(2*time.Second))
 	clock.advance(tlsCheckInterval)
 	if !verifies(ca2) {
 		t.Errorf("after a CA file with no certificate: want ca2's certificates still verified")
 	}
 }
 
-// pemBytes returns the bytes of the first PEM block of b.
-func pemBytes(t *testing.T, b []byte) []byte {
-	t.Helper()
-	block, _ := pem.Decode(b)
-	if block == nil {
-		t.Fatalf("no PEM block in %q", b)
-	}
-	return block.Bytes
-}
-
 // TestTLSFilesBadFiles: each bad file is an error naming its flag, its
 // path and its problem.
 func TestTLSFilesBadFiles(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t, "ca")
-	pair, other := ca.issue(t, 1, false), ca.issue(t, 2, false)
+	ca := actorstest.NewCA(t, "ca")
+	pair, other := issueLocal(t, ca, 1), issueLocal(t, ca, 2)
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
@@ -193,12 +180,12 @@ func TestTLSFilesBadFiles(t *testing.T) {
 		}
 		return p
 	}
-	goodCert, goodKey := write("cert.pem", pair.cert), write("key.pem", pair.key)
-	otherKey := write("other-key.pem", other.key)
+	goodCert, goodKey := write("cert.pem", pair.CertPEM), write("key.pem", pair.KeyPEM)
+	otherKey := write("other-key.pem", other.KeyPEM)
 	text := write("text", []byte("hello\n"))
 	missing := filepath.Join(dir, "missing.pem")
-	keyOnly := write("key-only.pem", pair.key)
-	certOnly := write("cert-only.pem", pair.cert)
+	keyOnly := write("key-only.pem", pair.KeyPEM)
+	certOnly := write("cert-only.pem", pair.CertPEM)
 	empty := write("empty.pem", nil)
 
 	tests := []struct {
@@ -237,4 +224,39 @@ func TestTLSFilesBadFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// issueLocal makes a certificate of ca with serial n for a server on
+// 127.0.0.1 and localhost.
+func issueLocal(t *testing.T, ca *actorstest.CA, n int64) actorstest.CertPair {
+	t.Helper()
+	return ca.IssueSerial(t, n, "ratelimitd test", "127.0.0.1", "localhost")
+}
+
+// writeStamped writes data to path through a rename, as a deployment tool
+// does, and sets its modification time to mod: two writes within the
+// file system's timestamp granularity would otherwise look alike when
+// their sizes are equal.
+func writeStamped(t *testing.T, path string, data []byte, mod time.Time) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, mod, mod); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writePair writes p to cert.pem and key.pem in dir, stamped mod, and
+// returns their paths.
+func writePair(t *testing.T, dir string, p actorstest.CertPair, mod time.Time) (certPath, keyPath string) {
+	t.Helper()
+	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeStamped(t, keyPath, p.KeyPEM, mod)
+	writeStamped(t, certPath, p.CertPEM, mod)
+	return certPath, keyPath
 }

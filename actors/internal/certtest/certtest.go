@@ -1,7 +1,7 @@
 // Package certtest makes certificate authorities and the certificates
-// they sign, in memory, for the TLS tests of cluster mode: ECDSA P-256
-// keys, valid from an hour ago for a day, usable for both server and
-// client authentication. Nothing it makes is fit for production.
+// they sign, in memory, for the TLS tests: ECDSA P-256 keys, valid from
+// an hour ago for a day, usable for both server and client
+// authentication. Nothing it makes is fit for production.
 package certtest
 
 import (
@@ -72,10 +72,23 @@ func (ca *CA) Pool() *x509.CertPool {
 // others.
 func (ca *CA) Issue(t testing.TB, name string, hosts ...string) Pair {
 	t.Helper()
+	return ca.issue(t, serial(t), name, hosts)
+}
+
+// IssueSerial is Issue of a certificate whose serial number is n, for a
+// test that tells certificates apart by their serials.
+func (ca *CA) IssueSerial(t testing.TB, n int64, name string, hosts ...string) Pair {
+	t.Helper()
+	return ca.issue(t, big.NewInt(n), name, hosts)
+}
+
+// issue makes the certificate of Issue and IssueSerial.
+func (ca *CA) issue(t testing.TB, n *big.Int, name string, hosts []string) Pair {
+	t.Helper()
 	key := newKey(t)
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
+		SerialNumber: n,
 		Subject:      pkix.Name{CommonName: name},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(24 * time.Hour),
