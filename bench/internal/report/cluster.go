@@ -57,12 +57,7 @@ func (d *DirectForward) peer(short string) *HTTPPeer {
 	if d == nil {
 		return nil
 	}
-	for i := range d.Peers {
-		if d.Peers[i].Short == short && d.Peers[i].OK() {
-			return &d.Peers[i]
-		}
-	}
-	return nil
+	return peerOf(d.Peers, short)
 }
 
 // Cost is the CPU per forwarded check ÷ the CPU per local check, both
@@ -94,12 +89,7 @@ func (c *Cluster) Peer(short string) *HTTPPeer {
 	if c == nil {
 		return nil
 	}
-	for i := range c.Peers {
-		if c.Peers[i].Short == short && c.Peers[i].OK() {
-			return &c.Peers[i]
-		}
-	}
-	return nil
+	return peerOf(c.Peers, short)
 }
 
 // ForwardedShare is the share of the cluster's checks that were forwarded.

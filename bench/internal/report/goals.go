@@ -51,9 +51,15 @@ func (h *HTTP) Peer(short string) *HTTPPeer {
 	if h == nil {
 		return nil
 	}
-	for i := range h.Peers {
-		if h.Peers[i].Short == short && h.Peers[i].OK() {
-			return &h.Peers[i]
+	return peerOf(h.Peers, short)
+}
+
+// peerOf returns the peer of peers with the given Short label, if it has
+// numbers.
+func peerOf(peers []HTTPPeer, short string) *HTTPPeer {
+	for i := range peers {
+		if peers[i].Short == short && peers[i].OK() {
+			return &peers[i]
 		}
 	}
 	return nil
