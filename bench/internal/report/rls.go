@@ -48,7 +48,7 @@ func (s *RLS) Peer(short string) *HTTPPeer {
 	if s == nil {
 		return nil
 	}
-	return (&HTTP{Peers: s.Peers}).Peer(short)
+	return peerOf(s.Peers, short)
 }
 
 // rlsGoals judges the rls section: ≥ 3× the reference's requests/s, and a
