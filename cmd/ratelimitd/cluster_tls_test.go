@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 )
 
 // serveTLSOnce serves TLS with cert on a loopback port, completing the
@@ -44,7 +45,7 @@ func TestClusterTLSDialVerifies(t *testing.T) {
 	caFile := filepath.Join(dir, "ca.crt")
 	mod := time.Now().Add(-time.Hour)
 	writeStamped(t, caFile, ca.PEM, mod)
-	clock := newFakeClock()
+	clock := clocktest.New(actorstest.ClockStart())
 	f := &clusterTLSFiles{prefix: "cluster-etcd", paths: [3]string{2: caFile}}
 	if err := f.load(clock.Now); err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestClusterTLSDialVerifies(t *testing.T) {
 	// The CA file replaced: the dials after the check interval trust the
 	// new CA alone.
 	writeStamped(t, caFile, next.PEM, mod.Add(time.Second))
-	clock.advance(tlsCheckInterval)
+	clock.Advance(tlsCheckInterval)
 	if err := dial(etcd, ofNext); err != nil {
 		t.Errorf("etcd, the new CA: got %v, want trusted", err)
 	}
@@ -94,7 +95,7 @@ func TestClusterTLSDialVerifies(t *testing.T) {
 	}
 	// A CA file half written keeps the CA loaded before.
 	writeStamped(t, caFile, ca.PEM[:len(ca.PEM)/2], mod.Add(2*time.Second))
-	clock.advance(tlsCheckInterval)
+	clock.Advance(tlsCheckInterval)
 	if err := dial(etcd, ofNext); err != nil {
 		t.Errorf("etcd, with a half-written CA file: got %v, want the new CA still trusted", err)
 	}
@@ -134,7 +135,7 @@ func TestClusterTLSMemberRotation(t *testing.T) {
 	t.Parallel()
 	ca := actorstest.NewCA(t, "ca")
 	dir, first := tlsDir(t, ca, "m0")
-	clock := newFakeClock()
+	clock := clocktest.New(actorstest.ClockStart())
 	f := &clusterTLSFiles{prefix: "cluster-tls", paths: [3]string{filepath.Join(dir, "m.crt"), filepath.Join(dir, "m.key"), filepath.Join(dir, "ca.crt")}}
 	if err := f.load(clock.Now); err != nil {
 		t.Fatal(err)
@@ -167,7 +168,7 @@ func TestClusterTLSMemberRotation(t *testing.T) {
 	if s, c := serials(); !is(s, first.Leaf.SerialNumber) || !is(c, first.Leaf.SerialNumber) {
 		t.Errorf("before the check interval: served %v, dialed with %v; want the first serial %v", s, c, first.Leaf.SerialNumber)
 	}
-	clock.advance(tlsCheckInterval)
+	clock.Advance(tlsCheckInterval)
 	if s, c := serials(); !is(s, next.Leaf.SerialNumber) || !is(c, next.Leaf.SerialNumber) {
 		t.Errorf("after the check interval: served %v, dialed with %v; want the new serial %v", s, c, next.Leaf.SerialNumber)
 	}

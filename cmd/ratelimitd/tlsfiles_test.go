@@ -8,32 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors/actorstest"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 )
-
-// fakeClock is a clock the test moves.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // servedSerial returns the serial of the leaf cf serves now.
 func servedSerial(t *testing.T, cf *certFiles) int64 {
@@ -53,7 +33,7 @@ func TestCertFilesRotate(t *testing.T) {
 	dir := t.TempDir()
 	mod := time.Now().Add(-time.Hour)
 	certPath, keyPath := writePair(t, dir, issueLocal(t, ca, 101), mod)
-	clock := newFakeClock()
+	clock := clocktest.New(actorstest.ClockStart())
 	logs := &lockedBuffer{}
 	cf, err := newCertFiles(tlsFile{"--tls-cert", certPath}, tlsFile{"--tls-key", keyPath}, clock.Now, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
@@ -64,11 +44,11 @@ func TestCertFilesRotate(t *testing.T) {
 	}
 
 	writePair(t, dir, issueLocal(t, ca, 102), mod.Add(time.Second))
-	clock.advance(tlsCheckInterval - time.Millisecond)
+	clock.Advance(tlsCheckInterval - time.Millisecond)
 	if got := servedSerial(t, cf); got != 101 {
 		t.Errorf("serial before the check interval: got %d, want 101", got)
 	}
-	clock.advance(time.Millisecond)
+	clock.Advance(time.Millisecond)
 	if got := servedSerial(t, cf); got != 102 {
 		t.Errorf("serial after the check interval: got %d, want 102", got)
 	}
@@ -91,7 +71,7 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 	mod := time.Now().Add(-time.Hour)
 	good := issueLocal(t, ca, 201)
 	certPath, keyPath := writePair(t, dir, good, mod)
-	clock := newFakeClock()
+	clock := clocktest.New(actorstest.ClockStart())
 	logs := &lockedBuffer{}
 	cf, err := newCertFiles(tlsFile{"--tls-cert", certPath}, tlsFile{"--tls-key", keyPath}, clock.Now, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
@@ -100,12 +80,12 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 
 	next := issueLocal(t, ca, 202)
 	writeStamped(t, certPath, next.CertPEM[:len(next.CertPEM)/2], mod.Add(time.Second)) // half written
-	clock.advance(tlsCheckInterval)
+	clock.Advance(tlsCheckInterval)
 	if got := servedSerial(t, cf); got != 201 {
 		t.Errorf("serial after a half-written certificate: got %d, want 201", got)
 	}
 	writeStamped(t, certPath, next.CertPEM, mod.Add(2*time.Second)) // the key is still the old one
-	clock.advance(tlsCheckInterval)
+	clock.Advance(tlsCheckInterval)
 	if got := servedSerial(t, cf); got != 201 {
 		t.Errorf("serial with a key of another certificate: got %d, want 201", got)
 	}
@@ -118,7 +98,7 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 
 	// A minute on, the next failure is logged, counting the one unlogged.
 	writeStamped(t, keyPath, []byte("not a key"), mod.Add(3*time.Second))
-	clock.advance(tlsLogInterval)
+	clock.Advance(tlsLogInterval)
 	if got := servedSerial(t, cf); got != 201 {
 		t.Errorf("serial with a broken key: got %d, want 201", got)
 	}
@@ -127,7 +107,7 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 	}
 
 	writeStamped(t, keyPath, next.KeyPEM, mod.Add(4*time.Second))
-	clock.advance(tlsCheckInterval)
+	clock.Advance(tlsCheckInterval)
 	if got := servedSerial(t, cf); got != 202 {
 		t.Errorf("serial after the good key: got %d, want 202", got)
 	}
@@ -142,7 +122,7 @@ func TestCAFilesRotate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ca.pem")
 	mod := time.Now().Add(-time.Hour)
 	writeStamped(t, path, ca1.PEM, mod)
-	clock := newFakeClock()
+	clock := clocktest.New(actorstest.ClockStart())
 	cf, err := newCAFiles(tlsFile{"--tls-client-ca", path}, clock.Now, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -155,12 +135,12 @@ func TestCAFilesRotate(t *testing.T) {
 		t.Fatalf("at load: want ca1's certificates verified, not ca2's")
 	}
 	writeStamped(t, path, ca2.PEM, mod.Add(time.Second))
-	clock.advance(tlsCheckInterval)
+	clock.Advance(tlsCheckInterval)
 	if verifies(ca1) || !verifies(ca2) {
 		t.Errorf("after the rotation: want ca2's certificates verified, not ca1's")
 	}
 	writeStamped(t, path, ca2.IssueSerial(t, 8, "client").KeyPEM, mod.Add(2*time.Second))
-	clock.advance(tlsCheckInterval)
+	clock.Advance(tlsCheckInterval)
 	if !verifies(ca2) {
 		t.Errorf("after a CA file with no certificate: want ca2's certificates still verified")
 	}
