@@ -3,6 +3,7 @@ package peer
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"strings"
@@ -13,11 +14,18 @@ import (
 
 func serve(t *testing.T, handlers map[string]Handler) (*Server, string) {
 	t.Helper()
+	s := NewServer(handlers, nil)
+	return s, start(t, s)
+}
+
+// start serves s on a loopback port until the test ends, and returns the
+// address.
+func start(t *testing.T, s *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(handlers, nil)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
@@ -26,12 +34,14 @@ func serve(t *testing.T, handlers map[string]Handler) (*Server, string) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return s, ln.Addr().String()
+	return ln.Addr().String()
 }
 
-func dial(t *testing.T, addr string) *Client {
+// dial dials the member at addr, with TLS config tc (nil: none), until
+// the test ends.
+func dial(t *testing.T, addr string, tc *tls.Config) *Client {
 	t.Helper()
-	c, err := Dial(addr, nil)
+	c, err := Dial(addr, tc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +61,7 @@ func TestCallCarriesBytesBothWays(t *testing.T) {
 		},
 		"Fail": func(context.Context, []byte) ([]byte, error) { return nil, errors.New("no such vshard") },
 	})
-	c := dial(t, addr)
+	c := dial(t, addr, nil)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for i := range 50 {
@@ -94,7 +104,7 @@ func TestCallHasTheCallersDeadline(t *testing.T) {
 		},
 	})
 	defer close(release)
-	c := dial(t, addr)
+	c := dial(t, addr, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := c.Call(ctx, "Hang", nil); !errors.Is(err, context.DeadlineExceeded) {
@@ -110,7 +120,7 @@ func TestCallToNobodyFailsFast(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens there now
-	c := dial(t, addr)
+	c := dial(t, addr, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := c.Call(ctx, "Any", []byte("x")); !errors.Is(err, ErrUnreachable) {
@@ -131,7 +141,7 @@ func TestStopEndsCallsInProgressAtItsDeadline(t *testing.T) {
 			return nil, ctx.Err()
 		},
 	})
-	c := dial(t, addr)
+	c := dial(t, addr, nil)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := c.Call(context.Background(), "Hang", nil)

@@ -16,21 +16,9 @@ import (
 // serveStreams serves method with h (and no unary handler).
 func serveStreams(t *testing.T, method string, h StreamHandler) (*Server, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := NewServer(nil, nil)
 	s.HandleStream(method, h)
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		s.Stop(context.Background())
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return s, ln.Addr().String()
+	return s, start(t, s)
 }
 
 // echo answers each message with "re:" and the message, until EOF.
@@ -64,7 +52,7 @@ func open(t *testing.T, c *Client, method string) *Stream {
 func TestStreamCarriesMessagesBothWaysInOrder(t *testing.T) {
 	t.Parallel()
 	_, addr := serveStreams(t, "Echo", echo)
-	s := open(t, dial(t, addr), "Echo")
+	s := open(t, dial(t, addr, nil), "Echo")
 	// Senders on several goroutines; one message each at a time, so that
 	// each sender's answers come in its order.
 	const senders, each = 4, 200
@@ -137,7 +125,7 @@ func TestStreamStopSaysGoodbyeAndAnswersWhatWasSent(t *testing.T) {
 	})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	s := open(t, dial(t, ln.Addr().String()), "Echo")
+	s := open(t, dial(t, ln.Addr().String(), nil), "Echo")
 	for _, m := range []string{"one", "two"} {
 		if err := s.Send([]byte(m)); err != nil {
 			t.Fatal(err)
@@ -181,7 +169,7 @@ func TestStreamFaults(t *testing.T) {
 		}
 		return errors.New("bad batch")
 	})
-	c := dial(t, addr)
+	c := dial(t, addr, nil)
 	s := open(t, c, "Fail")
 	if err := s.Send([]byte("x")); err != nil {
 		t.Fatal(err)
@@ -201,7 +189,7 @@ func TestStreamFaults(t *testing.T) {
 	}
 	nobody := ln.Addr().String()
 	ln.Close()
-	if _, err := dial(t, nobody).Open(ctx, "Echo"); !errors.Is(err, ErrUnreachable) {
+	if _, err := dial(t, nobody, nil).Open(ctx, "Echo"); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("a member nobody serves: got %v, want ErrUnreachable (and not the 10s deadline)", err)
 	}
 	if ctx.Err() != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -19,10 +18,6 @@ import (
 // what reaches them.
 func serveTLS(t *testing.T, tc *tls.Config) (addr string, served *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	served = new(atomic.Int64)
 	s := NewServer(map[string]Handler{
 		"Echo": func(_ context.Context, req []byte) ([]byte, error) {
@@ -34,25 +29,7 @@ func serveTLS(t *testing.T, tc *tls.Config) (addr string, served *atomic.Int64) 
 		served.Add(1)
 		return echo(st)
 	})
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		s.Stop(context.Background())
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return ln.Addr().String(), served
-}
-
-func dialTLS(t *testing.T, addr string, tc *tls.Config) *Client {
-	t.Helper()
-	c, err := Dial(addr, tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return start(t, s), served
 }
 
 func TestTLSCallAndStream(t *testing.T) {
@@ -62,7 +39,7 @@ func TestTLSCallAndStream(t *testing.T) {
 	if err := CheckTLS(certtest.Mutual(ca, ca.Issue(t, "client", "127.0.0.1"))); err != nil {
 		t.Fatalf("CheckTLS of a whole config: %v", err)
 	}
-	c := dialTLS(t, addr, certtest.Mutual(ca, ca.Issue(t, "client", "127.0.0.1")))
+	c := dial(t, addr, certtest.Mutual(ca, ca.Issue(t, "client", "127.0.0.1")))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rep, err := c.Call(ctx, "Echo", []byte("call"))
@@ -131,7 +108,7 @@ func TestTLSRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			addr, served := serveTLS(t, tc.server)
-			c := dialTLS(t, addr, tc.client)
+			c := dial(t, addr, tc.client)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			says := func(err error) bool {
