@@ -223,17 +223,21 @@ func loadKeyPair(certFile tlsFile, certPEM []byte, keyFile tlsFile, keyPEM []byt
 	return c, nil
 }
 
+// pemBlocks returns the PEM blocks of data, in order.
+func pemBlocks(data []byte) []*pem.Block {
+	var blocks []*pem.Block
+	for b, rest := pem.Decode(data); b != nil; b, rest = pem.Decode(rest) {
+		blocks = append(blocks, b)
+	}
+	return blocks
+}
+
 // parseCertificates parses the CERTIFICATE blocks of a PEM file, ignoring
 // any other block.
 func parseCertificates(f tlsFile, data []byte) ([]*x509.Certificate, error) {
+	blocks := pemBlocks(data)
 	var certs []*x509.Certificate
-	blocks := 0
-	for rest := data; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		blocks++
+	for _, b := range blocks {
 		if b.Type != "CERTIFICATE" {
 			continue
 		}
@@ -244,7 +248,7 @@ func parseCertificates(f tlsFile, data []byte) ([]*x509.Certificate, error) {
 		certs = append(certs, c)
 	}
 	switch {
-	case blocks == 0:
+	case len(blocks) == 0:
 		return nil, f.errorf("%w", errNotPEM)
 	case len(certs) == 0:
 		return nil, f.errorf("%w", errNoCertificate)
@@ -254,13 +258,8 @@ func parseCertificates(f tlsFile, data []byte) ([]*x509.Certificate, error) {
 
 // parsePrivateKey parses the first PRIVATE KEY block of a PEM file.
 func parsePrivateKey(f tlsFile, data []byte) (crypto.Signer, error) {
-	blocks := 0
-	for rest := data; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		blocks++
+	blocks := pemBlocks(data)
+	for _, b := range blocks {
 		if !strings.HasSuffix(b.Type, "PRIVATE KEY") {
 			continue
 		}
@@ -283,7 +282,7 @@ func parsePrivateKey(f tlsFile, data []byte) (crypto.Signer, error) {
 		}
 		return s, nil
 	}
-	if blocks == 0 {
+	if len(blocks) == 0 {
 		return nil, f.errorf("%w", errNotPEM)
 	}
 	return nil, f.errorf("%w", errNoPrivateKey)
