@@ -123,15 +123,7 @@ func journalRateGoal(j *Journal) Goal {
 // (BenchmarkCheckJournal: 1k keys, every check a repeat hit).
 func journalBytesGoal(p *InPkg) Goal {
 	g := Goal{ID: GoalJournalBytes, Name: "journal bytes per repeat hit on a live bucket ≤ 16 (`BenchmarkCheckJournal/sync=interval`)", Target: "≤ 16 B", Status: NotMeasured}
-	s := p.Family(gobench.FamCheckJournal)
-	if s == nil {
-		return g
-	}
-	row, ok := s.Row("BenchmarkCheckJournal/sync=interval")
-	if !ok {
-		return g
-	}
-	if b, ok := row.Stat("journal-B/check"); ok {
+	if b, ok := rowStat(p, gobench.FamCheckJournal, "BenchmarkCheckJournal/sync=interval", "journal-B/check"); ok {
 		g.Status, g.Measured = status(b.Median <= 16), fmt.Sprintf("%.1f B per check", b.Median)
 	}
 	return g
@@ -202,19 +194,23 @@ func sweepCostLiveGoal(s *Sweep) Goal {
 
 // statRatio returns a row's median of unit ÷ a baseline row's, in family.
 func statRatio(p *InPkg, family, row, base, unit string) (x, v, b float64, ok bool) {
-	s := p.Family(family)
-	if s == nil {
-		return 0, 0, 0, false
-	}
-	r, ok1 := s.Row(row)
-	bs, ok2 := s.Row(base)
-	if !ok1 || !ok2 {
-		return 0, 0, 0, false
-	}
-	rv, ok1 := r.Stat(unit)
-	bv, ok2 := bs.Stat(unit)
+	rv, ok1 := rowStat(p, family, row, unit)
+	bv, ok2 := rowStat(p, family, base, unit)
 	if !ok1 || !ok2 || bv.Median == 0 {
 		return 0, 0, 0, false
 	}
 	return rv.Median / bv.Median, rv.Median, bv.Median, true
+}
+
+// rowStat returns the figures for unit of a row of family.
+func rowStat(p *InPkg, family, row, unit string) (gobench.Stat, bool) {
+	s := p.Family(family)
+	if s == nil {
+		return gobench.Stat{}, false
+	}
+	r, ok := s.Row(row)
+	if !ok {
+		return gobench.Stat{}, false
+	}
+	return r.Stat(unit)
 }
