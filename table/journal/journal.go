@@ -43,7 +43,7 @@ type Journal struct {
 	segs         []segmentInfo // closed segments, oldest first
 	snaps        []string      // snapshot files on disk
 	snapshotting bool
-	publishing   chan struct{} // closed when a Commit's rename and fsync are done; nil if none runs
+	committing   sync.WaitGroup // Commits past their check of closed; Close waits for them
 
 	// syncMu serialises msyncs of cur and the swap of cur on a roll.
 	syncMu sync.Mutex
@@ -600,11 +600,8 @@ func (j *Journal) Close() error {
 	}
 	j.mu.Lock()
 	j.closed = true
-	published := j.publishing
 	j.mu.Unlock()
-	if published != nil {
-		<-published // no snapshot renamed into the directory after Close
-	}
+	j.committing.Wait() // no snapshot renamed, nor file removed, after Close
 	if j.stop != nil {
 		close(j.stop)
 		<-j.done

@@ -147,13 +147,11 @@ func (w *SnapshotWriter) Commit() error {
 		_ = os.Remove(w.tmp)
 		return fmt.Errorf("%w: snapshot %s abandoned", ErrClosed, w.tmp)
 	}
-	published := make(chan struct{}) // Close waits for it
-	j.publishing = published
+	j.committing.Add(1) // before Close's Wait: closed is false under j.mu
+	defer j.committing.Done()
 	j.mu.Unlock()
 	name, renamed, err := w.publish()
 	j.mu.Lock()
-	j.publishing = nil
-	close(published)
 	j.snapshotting = false
 	if err != nil {
 		if renamed && !slices.Contains(j.snaps, name) {

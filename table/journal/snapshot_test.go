@@ -506,3 +506,54 @@ func TestSnapshotCommitDoesNotHoldUpARoll(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseWaitsForACommitInFlight: Close returns only once a snapshot's
+// Commit that began before it has renamed its file and removed the files
+// it replaces, so that nothing changes in the directory after Close.
+func TestCloseWaitsForACommitInFlight(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	opts := testOptions(SyncNone)
+	opts.hooks = &testHooks{remove: func(path string) error {
+		once.Do(func() { close(entered) })
+		<-release
+		return os.Remove(path)
+	}}
+	all := testPayloads(1, 200)
+	j, _, _ := mustOpen(t, dir, opts)
+	appendAll(t, j, all)
+	covered := segmentFiles(t, dir)
+	w, err := j.StartSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range all {
+		if err := w.Append(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := make(chan error, 1)
+	go func() { committed <- w.Commit() }()
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- j.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while the Commit was removing files", err)
+	case <-time.After(200 * time.Millisecond): // a Close that does not wait returns at once
+	}
+	close(release)
+	if err := <-committed; err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, n := range covered {
+		if _, err := os.Stat(filepath.Join(dir, n)); !os.IsNotExist(err) {
+			t.Errorf("segment %s, covered by the snapshot, exists after Close (%v)", n, err)
+		}
+	}
+}
