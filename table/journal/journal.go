@@ -589,9 +589,9 @@ func (j *Journal) Size() int64 {
 // recovered (or covered by the snapshot recovered); 0 for a new journal.
 func (j *Journal) Seq() uint64 { return j.seq }
 
-// Close stops the background goroutine, msyncs what is not synced yet
-// (unless SyncNone), unmaps and closes the segments and removes the one made
-// ahead. It returns the msync
+// Close waits for a snapshot's Commit under way, stops the background
+// goroutine, msyncs what is not synced yet (unless SyncNone), unmaps and
+// closes the segments and removes the one made ahead. It returns the msync
 // error and any background sync error that no Commit reported. Close is
 // idempotent; other methods return ErrClosed after it.
 func (j *Journal) Close() error {
