@@ -24,7 +24,9 @@ import (
 // that a repeat reads one line and no id: two keys share a tag with
 // probability 2^-64, whatever the ids and labels. The key itself (its id,
 // label and Hash) sits apart, written when it comes in and read when it
-// leaves.
+// leaves. The set of a key comes from the caller's hash before the label
+// is mixed in (frontSetOf), so that the caller can ask for the line before
+// it observes (Prefetch); one id's labels share a set.
 
 // frontWays is how many keys one set of the front holds.
 const frontWays = 4
@@ -69,11 +71,29 @@ func (s *Sketch) labelMix(label string) uint64 {
 	return s.lastMix
 }
 
+// frontSetOf returns the index of the front's set that holds the keys of
+// an id of hash tag (the caller's, before labelMix): its top 16 bits
+// (MaxFront/frontWays sets at most) masked with frontSets.
+func (s *Sketch) frontSetOf(tag uint64) int { return int(tag>>48) & s.frontSets }
+
+// Prefetch asks the processor for the line of the front that an
+// ObserveHashed of tag will write, for writing, and returns at once: a
+// caller with other work to do before it observes (deciding the check)
+// has the line fetched meanwhile, instead of waiting for it then, as it
+// would for a line another core wrote last. It changes nothing: a hint,
+// which a Sketch without a front, or a processor without the
+// instruction, ignores.
+func (s *Sketch) Prefetch(tag uint64) {
+	if s.front != nil {
+		prefetchWrite(unsafe.Pointer(&s.front[s.frontSetOf(tag)]))
+	}
+}
+
 // frontHit adds weight w (by denials too if denied) to the key of tag in
-// the front and reports whether it did: not when the key is not there,
-// nor when its weight would pass 2^32-1 (frontAdd then takes it).
-func (s *Sketch) frontHit(tag, w uint64, denied bool) bool {
-	set := &s.front[int(tag>>48)&s.frontSets]
+// set si of the front and reports whether it did: not when the key is not
+// there, nor when its weight would pass 2^32-1 (frontAdd then takes it).
+func (s *Sketch) frontHit(si int, tag, w uint64, denied bool) bool {
+	set := &s.front[si]
 	for i := range set.tags {
 		if set.tags[i] == tag && set.hits[i] != 0 {
 			if uint64(set.hits[i])+w > math.MaxUint32 {
@@ -89,14 +109,14 @@ func (s *Sketch) frontHit(tag, w uint64, denied bool) bool {
 	return false
 }
 
-// frontAdd counts weight w for p (of tag tag) in the front, by denials too
-// if denied, moving a key out to iv's summaries if p needs its place.
-func (s *Sketch) frontAdd(iv *interval, p *probe, tag, w uint64, denied bool) {
+// frontAdd counts weight w for p (of tag tag) in set si of the front, by
+// denials too if denied, moving a key out to iv's summaries if p needs its
+// place.
+func (s *Sketch) frontAdd(iv *interval, p *probe, si int, tag, w uint64, denied bool) {
 	if w > math.MaxUint32 {
 		s.summariesAdd(iv, p, w, denied)
 		return
 	}
-	si := int(tag>>48) & s.frontSets
 	set := &s.front[si]
 	for i := range set.tags {
 		if set.tags[i] == tag && set.hits[i] != 0 {

@@ -134,3 +134,45 @@ func TestFrontLabels(t *testing.T) {
 		t.Errorf("got %+v, want id under rule with 8 hits, then under other with 5", got)
 	}
 }
+
+// TestPrefetch: a Prefetch before each Observe leaves every count as it is
+// without one, on a Sketch with a front and on one without; and one id's
+// keys under several labels share its set, the set Prefetch asks for.
+func TestPrefetch(t *testing.T) {
+	t.Parallel()
+	for _, front := range []int{0, 64} {
+		plain, hinted := newFronted(t, 8, front), newFronted(t, 8, front)
+		hinted.Prefetch(0) // any tag: the extremes of a set's index too
+		hinted.Prefetch(^uint64(0))
+		for i := range 1000 {
+			id, label := fmt.Sprint("id-", i%37), fmt.Sprint("rule-", i%3)
+			tag := Hash(id) * 0x9e3779b97f4a7c15 // any 64-bit hash of id
+			hinted.Prefetch(tag)
+			plain.ObserveHashed(Hash(id), tag, id, label, int64(1+i%5), i%4 == 0, t0)
+			hinted.ObserveHashed(Hash(id), tag, id, label, int64(1+i%5), i%4 == 0, t0)
+		}
+		for _, m := range []Metric{Hits, Denials} {
+			want := top(m, Minute, true, t0, plain).Top(-1)
+			if got := top(m, Minute, true, t0, hinted).Top(-1); !slices.Equal(got, want) || len(want) == 0 {
+				t.Errorf("front %d, %v: with Prefetch %+v, without %+v", front, m, got, want)
+			}
+		}
+	}
+
+	s := newFronted(t, 8, 64) // 16 sets
+	const tag = 0xabcd_0000_0000_0001
+	for _, label := range []string{"a", "b", "c"} {
+		s.ObserveHashed(Hash("id"), tag, "id", label, 1, false, t0)
+	}
+	for si, set := range s.front {
+		used := 0
+		for _, h := range set.hits {
+			if h != 0 {
+				used++
+			}
+		}
+		if want := map[bool]int{true: 3, false: 0}[si == s.frontSetOf(tag)]; used != want {
+			t.Errorf("set %d holds %d keys, want %d (the tag's set is %d)", si, used, want, s.frontSetOf(tag))
+		}
+	}
+}

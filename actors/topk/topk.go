@@ -115,9 +115,8 @@ type Sketch struct {
 	index  []uint64
 	atMin  []uint64
 	// The front (Config.Front): its sets, and the keys of their ways
-	// (set i's in frontKeys[i*frontWays:]); the set of a tag is its top 16
-	// bits (MaxFront/frontWays sets at most) masked with frontSets, the
-	// number of sets less one.
+	// (set i's in frontKeys[i*frontWays:]); frontSets is the number of
+	// sets less one (see frontSetOf).
 	front     []frontSet
 	frontKeys []frontKey
 	frontSets int
@@ -238,11 +237,12 @@ func (s *Sketch) ObserveHashed(hash, tag uint64, id, label string, hits int64, d
 		iv = s.current(ns)
 	}
 	if s.front != nil {
+		si := s.frontSetOf(tag)
 		tag ^= s.labelMix(label)
-		if s.frontHit(tag, uint64(hits), denied) {
+		if s.frontHit(si, tag, uint64(hits), denied) {
 			return // most repeats: one line read, no probe made
 		}
-		s.frontAdd(iv, &probe{hash: hash, id: id, label: label}, tag, uint64(hits), denied)
+		s.frontAdd(iv, &probe{hash: hash, id: id, label: label}, si, tag, uint64(hits), denied)
 		return
 	}
 	s.summariesAdd(iv, &probe{hash: hash, id: id, label: label}, uint64(hits), denied)
