@@ -42,6 +42,26 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkCommitInterval is what a Commit adds to each record with
+// SyncInterval: publishing the offset for the background msync, and the
+// look for a background error to report (none here).
+func BenchmarkCommitInterval(b *testing.B) {
+	j, _, err := Open(b.TempDir(), Options{Sync: SyncInterval, SyncInterval: time.Hour}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Append(make([]byte, 64)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := j.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkPutFrame is the CPU cost of Append alone: encoding a 64-byte
 // payload into memory already mapped (BenchmarkAppend adds the page faults
 // of writing to fresh pages of a new file, one per 51 records).

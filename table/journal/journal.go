@@ -50,8 +50,11 @@ type Journal struct {
 	synced int64        // offset in cur up to which msync succeeded; under syncMu
 	pub    atomic.Int64 // SyncInterval: write offset published by Commit
 
-	// Background sync errors, see noteSync and takeSyncErr.
+	// Background sync errors, see noteSync and takeSyncErr. pending is
+	// syncErr != nil, set and cleared under errMu, so that a Commit with no
+	// error to report reads it alone and takes no lock.
 	errMu           sync.Mutex
+	pending         atomic.Bool
 	syncErr         error // first error not yet cleared
 	syncErrMore     int   // further failures since syncErr
 	syncErrReported bool  // a Commit has returned syncErr
@@ -537,6 +540,7 @@ func (j *Journal) syncPassForTest() {
 func (j *Journal) noteSync(err error, background bool) {
 	j.errMu.Lock()
 	defer j.errMu.Unlock()
+	defer func() { j.pending.Store(j.syncErr != nil) }()
 	switch {
 	case err == nil && j.syncErr != nil:
 		if j.syncErrReported {
@@ -558,8 +562,12 @@ func (j *Journal) noteSync(err error, background bool) {
 
 // takeSyncErr returns the pending background sync error for Commit.
 func (j *Journal) takeSyncErr() error {
+	if !j.pending.Load() {
+		return nil // most Commits
+	}
 	j.errMu.Lock()
 	defer j.errMu.Unlock()
+	defer func() { j.pending.Store(j.syncErr != nil) }()
 	err, more := j.syncErr, j.syncErrMore
 	if err == nil {
 		return nil
