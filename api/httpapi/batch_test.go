@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,6 +189,12 @@ func TestBatchOfMaxSize(t *testing.T) {
 	r, b := postBatch(t, srv, checks...)
 	if r.Status != 200 || len(b.Checks) != actors.MaxCheckAll {
 		t.Fatalf("got status %d and %d checks, want 200 and %d", r.Status, len(b.Checks), actors.MaxCheckAll)
+	}
+	// An answer this long (well past net/http's 2 KiB) still says its
+	// length, rather than come in chunks: one write less for the server,
+	// no chunks for the client to parse.
+	if got, want := r.Header.Get("Content-Length"), strconv.Itoa(len(r.Body)); got != want {
+		t.Errorf("Content-Length %q, want %q (the body's %d bytes)", got, want, len(r.Body))
 	}
 	for i, c := range b.Checks {
 		if want := fmt.Sprintf("user-%d", i); c.ID != want || c.Count != 1 {

@@ -22,6 +22,7 @@ const (
 	hdrRateLimit       = "Ratelimit"        // RateLimit
 	hdrRateLimitPolicy = "Ratelimit-Policy" // RateLimit-Policy
 	hdrRateLimitWindow = "Ratelimit-Window" // where admitted hits were counted, for /refund
+	hdrContentLength   = "Content-Length"
 )
 
 // Header values of every JSON answer.
@@ -302,36 +303,14 @@ func (rs *Responder) WriteBatch(w http.ResponseWriter, as []Answer, allowed bool
 		rs.WriteFull(w, o.Retry)
 		return o.Res
 	}
-	// One string for the dynamic header values: the RateLimit fields of
-	// the binding answer, then Retry-After when denied.
+	// The body first, then after it in the same buffer the dynamic header
+	// values, made one string: the RateLimit fields of the binding answer,
+	// Retry-After when denied, and the body's length. Past 2 KiB net/http
+	// would send the body in chunks, the last one written apart: with its
+	// length, a batch's answer takes one write less and the client parses
+	// no chunks.
 	p := rs.getBuf()
-	b := *p
-	mid, end := 0, 0
-	if o.Binding >= 0 {
-		b, mid = appendRateLimit(b, &as[o.Binding])
-		end = len(b)
-	}
-	if !allowed {
-		b = strconv.AppendInt(b, api.RetryAfter(o.Retry), 10)
-	}
-	s := string(b)
-	vals := make([]string, 5) // each header gets a full slice expression, as in writeDecision
-	vals[0], vals[1] = CTJSON, NoStore
-	h := w.Header()
-	h[HdrContentType] = vals[0:1:1]
-	h[HdrCacheControl] = vals[1:2:2]
-	if o.Binding >= 0 {
-		vals[2], vals[3] = s[:mid], s[mid:end]
-		h[hdrRateLimitPolicy] = vals[2:3:3]
-		h[hdrRateLimit] = vals[3:4:4]
-	}
-	status := http.StatusOK
-	if !allowed {
-		status = rs.DenyStatus
-		vals[4] = s[end:]
-		h[HdrRetryAfter] = vals[4:5:5]
-	}
-	b = append(b[:0], `{"allowed":`...)
+	b := append((*p)[:0], `{"allowed":`...)
 	b = strconv.AppendBool(b, allowed)
 	b = append(b, `,"checks":[`...)
 	var nums batchNums
@@ -342,8 +321,37 @@ func (rs *Responder) WriteBatch(w http.ResponseWriter, as []Answer, allowed bool
 		b = nums.appendDecision(b, &as[i])
 	}
 	b = append(b, "]}"...)
+	body := len(b)
+	mid, end := body, body
+	if o.Binding >= 0 {
+		b, mid = appendRateLimit(b, &as[o.Binding])
+		end = len(b)
+	}
+	if !allowed {
+		b = strconv.AppendInt(b, api.RetryAfter(o.Retry), 10)
+	}
+	retry := len(b)
+	b = strconv.AppendInt(b, int64(body), 10)
+	s := string(b[body:])
+	vals := make([]string, 6) // each header gets a full slice expression, as in writeDecision
+	vals[0], vals[1], vals[5] = CTJSON, NoStore, s[retry-body:]
+	h := w.Header()
+	h[HdrContentType] = vals[0:1:1]
+	h[HdrCacheControl] = vals[1:2:2]
+	h[hdrContentLength] = vals[5:6:6]
+	if o.Binding >= 0 {
+		vals[2], vals[3] = s[:mid-body], s[mid-body:end-body]
+		h[hdrRateLimitPolicy] = vals[2:3:3]
+		h[hdrRateLimit] = vals[3:4:4]
+	}
+	status := http.StatusOK
+	if !allowed {
+		status = rs.DenyStatus
+		vals[4] = s[end-body : retry-body]
+		h[HdrRetryAfter] = vals[4:5:5]
+	}
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(b[:body])
 	*p = b
 	rs.putBuf(p)
 	return o.Res
