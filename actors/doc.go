@@ -15,9 +15,9 @@
 // and only then answers. A caller that finds the lock free serves its own
 // check, with any checks queued meanwhile, on its own goroutine: no
 // hand-off, no allocation, no pooled call and no channel. A caller that
-// finds it taken waits for it if its ctx can never end; else it looks
-// again for a short while, then queues its check in the shard's inbox and
-// waits for the answer (or its ctx); the first check queued into an idle inbox
+// finds it taken looks again for a short while; then it waits for the lock
+// if its ctx can never end, and else queues its check in the shard's inbox
+// and waits for the answer (or its ctx); the first check queued into an idle inbox
 // sends the owner actor one mailbox message, and the owner takes everything
 // queued at once (at most 4096 checks per message, so that its other
 // messages get their turn) and takes again until the inbox stays empty.
