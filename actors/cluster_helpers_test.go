@@ -223,6 +223,24 @@ func (m *member) crash(t testing.TB) {
 	}
 }
 
+// awaitAddr waits until m's view has member id at addr: a member that
+// restarts listens on a new port, which the others learn from etcd's watch,
+// and until then they forward its checks to the old one.
+func awaitAddr(t testing.TB, m *member, id, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, _ := m.ClusterStatus()
+		for _, mem := range st.Members {
+			if mem.ID == id && mem.Addr == addr {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still does not see member %s at %s: %+v", st.Member, id, addr, st.Members)
+		}
+	}
+}
+
 // countOf returns the count of req's bucket, as m sees it.
 func countOf(t testing.TB, m *member, req table.Request) int64 {
 	t.Helper()

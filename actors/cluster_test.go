@@ -212,6 +212,7 @@ func TestClusterRestartWithinTheLeaseResumesFromTheJournal(t *testing.T) {
 	}
 	a.crash(t)
 	a2 := tc.start(cfgA)
+	awaitAddr(t, b, "a", a2.cl.addr) // on a loaded machine the watch can take longer than a check may wait
 	if got := countOf(t, b, req); got != 6 {
 		t.Fatalf("after the restart the count is %d, want 6 (resumed from the journal)", got)
 	}
