@@ -422,6 +422,33 @@ func checkServing(t *testing.T, ms []*clusterMember, ended map[*clusterMember]ti
 	return len(spans)
 }
 
+// checkAcross makes 10 checks of id (limit 5) through the two members ms in
+// turn: the first 5 are allowed and the rest 413, each with its count, and
+// the members forwarded 5 of them between them, whichever owns id.
+func checkAcross(t *testing.T, ms []*clusterMember, id string) {
+	t.Helper()
+	scale := stableScaleMs(time.Now())
+	for i := range 10 {
+		r := ms[i%2].check(t, id, scale, 5, 1)
+		want := http.StatusOK
+		if i >= 5 {
+			want = http.StatusRequestEntityTooLarge
+		}
+		d, ok := decodeDecision(t, r)
+		if r.status != want || !ok || d.Count != int64(min(i+1, 5)) {
+			t.Fatalf("check %d via %s: %v, want %d with count %d", i+1, ms[i%2].label, r, want, min(i+1, 5))
+		}
+	}
+	var forwarded int64
+	for _, m := range ms {
+		st, _ := m.status(t)
+		forwarded += st.Stats.ForwardedChecks
+	}
+	if forwarded != 5 {
+		t.Fatalf("%d checks forwarded, want 5 (the other member's half of 10)", forwarded)
+	}
+}
+
 // TestE2EClusterTwoMembers: the smoke test: two members share the 1024
 // vshards, either answers any check (the other's forwarded), GET /cluster
 // and the cluster metrics show it, and a member started with another
@@ -430,25 +457,7 @@ func TestE2EClusterTwoMembers(t *testing.T) {
 	etcd := actorstest.StartEtcd(t)
 	ms := startMembers(t, etcd, 2)
 	waitSettled(t, ms, 30*time.Second)
-	scale := stableScaleMs(time.Now())
-	for i := range 10 {
-		r := ms[i%2].check(t, "smoke", scale, 5, 1)
-		want := http.StatusOK
-		if i >= 5 {
-			want = http.StatusRequestEntityTooLarge
-		}
-		if r.status != want {
-			t.Fatalf("check %d via %s: %v, want %d", i+1, ms[i%2].label, r, want)
-		}
-	}
-	forwarded := int64(0)
-	for _, m := range ms {
-		st, _ := m.status(t)
-		forwarded += st.Stats.ForwardedChecks
-	}
-	if forwarded != 5 {
-		t.Fatalf("%d checks forwarded, want 5 (the other member's half of 10)", forwarded)
-	}
+	checkAcross(t, ms, "smoke")
 	var forwardedSeries, streams float64
 	for _, m := range ms {
 		if v, ok := m.metric(t, "ratelimitd_cluster_members"); !ok || v != 2 {

@@ -90,26 +90,7 @@ func TestE2EClusterTLS(t *testing.T) {
 	}
 	waitSettled(t, ms, 30*time.Second)
 
-	scale := stableScaleMs(time.Now())
-	for i := range 10 {
-		r := ms[i%2].check(t, "tls", scale, 5, 1)
-		want := http.StatusOK
-		if i >= 5 {
-			want = http.StatusRequestEntityTooLarge
-		}
-		d, ok := decodeDecision(t, r)
-		if r.status != want || !ok || d.Count != int64(min(i+1, 5)) {
-			t.Fatalf("check %d via %s: %v, want %d with count %d", i+1, ms[i%2].label, r, want, min(i+1, 5))
-		}
-	}
-	var forwarded int64
-	for _, m := range ms {
-		st, _ := m.status(t)
-		forwarded += st.Stats.ForwardedChecks
-	}
-	if forwarded != 5 {
-		t.Fatalf("%d checks forwarded, want 5 (the other member's half of 10)", forwarded)
-	}
+	checkAcross(t, ms, "tls")
 
 	addr := clusterAddr(t, ms[0])
 	client := ca.Issue(t, "tester", "127.0.0.1")
@@ -184,6 +165,7 @@ func TestE2EClusterTLS(t *testing.T) {
 		return err == nil
 	})
 	// The members still serve each other's checks, exactly.
+	scale := stableScaleMs(time.Now())
 	for i := range 2 {
 		r := ms[i].check(t, "tls-after", scale, 5, 1)
 		if d, ok := decodeDecision(t, r); r.status != http.StatusOK || !ok || d.Count != int64(i+1) {
