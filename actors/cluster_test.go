@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,29 +35,12 @@ func TestClusterAdmitsExactlyTheLimitAcrossMembers(t *testing.T) {
 	a := tc.start(tc.config("a"))
 	b := tc.start(tc.config("b"))
 	tc.settle(a, b)
-	ms := []*member{a, b}
 	for alg := range table.Algorithm(4) {
 		for round := range 3 {
 			id := fmt.Sprintf("key-%v-%d", alg, round)
 			req := table.Request{ID: id, Policy: table.Policy{Algorithm: alg, Scale: time.Hour, Limit: 100, Burst: 100}, Hits: 1}
-			var allowed, denied atomic.Int64
-			var wg sync.WaitGroup
-			for i := range 1000 {
-				wg.Go(func() {
-					d, err := ms[i%2].Check(context.Background(), req)
-					switch {
-					case err != nil:
-						t.Errorf("Check: %v", err)
-					case d.Allowed:
-						allowed.Add(1)
-					default:
-						denied.Add(1)
-					}
-				})
-			}
-			wg.Wait()
-			if allowed.Load() != 100 || denied.Load() != 900 {
-				t.Fatalf("%v round %d: got %d allowed and %d denied, want 100 and 900", alg, round, allowed.Load(), denied.Load())
+			if allowed, denied := checkConcurrently(t, 1000, req, a.System, b.System); allowed != 100 || denied != 900 {
+				t.Fatalf("%v round %d: got %d allowed and %d denied, want 100 and 900", alg, round, allowed, denied)
 			}
 		}
 	}

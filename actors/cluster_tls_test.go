@@ -1,12 +1,9 @@
 package actors
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,25 +39,8 @@ func TestClusterTLS(t *testing.T) {
 	// An id b owns: every check made at a crosses to b over TLS.
 	id := ownedBy(t, b, "tls-")
 	req := table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: 100}, Hits: 1}
-	ms := []*member{a, b}
-	var allowed, denied atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 200 {
-		wg.Go(func() {
-			d, err := ms[i%2].Check(context.Background(), req)
-			switch {
-			case err != nil:
-				t.Errorf("Check via %s: %v", ms[i%2].cl.id, err)
-			case d.Allowed:
-				allowed.Add(1)
-			default:
-				denied.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if allowed.Load() != 100 || denied.Load() != 100 {
-		t.Fatalf("200 checks of limit 100 over two TLS members: %d allowed, %d denied; want 100 and 100", allowed.Load(), denied.Load())
+	if allowed, denied := checkConcurrently(t, 200, req, a.System, b.System); allowed != 100 || denied != 100 {
+		t.Fatalf("200 checks of limit 100 over two TLS members: %d allowed, %d denied; want 100 and 100", allowed, denied)
 	}
 	if got := countOf(t, a, req); got != 100 {
 		t.Fatalf("count via a: got %d, want 100", got)

@@ -37,6 +37,31 @@ func hit(id string, limit int64) table.Request {
 	return table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: limit}, Hits: 1}
 }
 
+// checkConcurrently makes n checks of req at once, through via in turn,
+// and returns how many were allowed and how many denied; a check that
+// errs fails the test.
+func checkConcurrently(t testing.TB, n int, req table.Request, via ...*System) (allowed, denied int64) {
+	t.Helper()
+	var a, d atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			s := via[i%len(via)]
+			dec, err := s.Check(context.Background(), req)
+			switch {
+			case err != nil:
+				t.Errorf("Check via system %d: %v", i%len(via), err)
+			case dec.Allowed:
+				a.Add(1)
+			default:
+				d.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return a.Load(), d.Load()
+}
+
 // sameShard returns n distinct ids that all map to the shard of first.
 func sameShard(first string, shards, n int) []string {
 	want := shardOf(first, shards)
@@ -54,25 +79,8 @@ func TestConcurrentChecksAdmitExactlyTheLimit(t *testing.T) {
 	// A manual clock that never moves keeps every check in one window.
 	s := startSystem(t, Config{Clock: clocktest.New(time.Unix(1_700_000_000, 0))})
 	for round := range 5 {
-		id := fmt.Sprint("key-", round)
-		var allowed, denied atomic.Int64
-		var wg sync.WaitGroup
-		for range 1000 {
-			wg.Go(func() {
-				d, err := s.Check(context.Background(), hit(id, 100))
-				switch {
-				case err != nil:
-					t.Errorf("Check: %v", err)
-				case d.Allowed:
-					allowed.Add(1)
-				default:
-					denied.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if allowed.Load() != 100 || denied.Load() != 900 {
-			t.Fatalf("round %d: got %d allowed and %d denied, want 100 and 900", round, allowed.Load(), denied.Load())
+		if allowed, denied := checkConcurrently(t, 1000, hit(fmt.Sprint("key-", round), 100), s); allowed != 100 || denied != 900 {
+			t.Fatalf("round %d: got %d allowed and %d denied, want 100 and 900", round, allowed, denied)
 		}
 	}
 }
