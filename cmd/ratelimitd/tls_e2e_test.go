@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -465,13 +464,7 @@ func TestE2ETLSBadFlags(t *testing.T) {
 	ca := actorstest.NewCA(t, "ca")
 	pair, other := issueLocal(t, ca, 1), issueLocal(t, ca, 2)
 	dir := t.TempDir()
-	file := func(name string, data []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	file := func(name string, data []byte) string { return fileIn(t, dir, name, data) }
 	cert, key, otherKey := file("cert.pem", pair.CertPEM), file("key.pem", pair.KeyPEM), file("other.pem", other.KeyPEM)
 	text, caPEM := file("text", []byte("not PEM\n")), file("ca.pem", ca.PEM)
 	tests := []struct {

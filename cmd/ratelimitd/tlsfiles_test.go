@@ -153,13 +153,7 @@ func TestTLSFilesBadFiles(t *testing.T) {
 	ca := actorstest.NewCA(t, "ca")
 	pair, other := issueLocal(t, ca, 1), issueLocal(t, ca, 2)
 	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string, data []byte) string { return fileIn(t, dir, name, data) }
 	goodCert, goodKey := write("cert.pem", pair.CertPEM), write("key.pem", pair.KeyPEM)
 	otherKey := write("other-key.pem", other.KeyPEM)
 	text := write("text", []byte("hello\n"))
@@ -229,6 +223,15 @@ func writeStamped(t *testing.T, path string, data []byte, mod time.Time) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fileIn writes data to the file name in dir (see writeFile) and returns
+// its path.
+func fileIn(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	writeFile(t, p, string(data))
+	return p
 }
 
 // writePair writes p to cert.pem and key.pem in dir, stamped mod, and
