@@ -99,6 +99,22 @@ func appendAll(t testing.TB, j *Journal, payloads [][]byte) {
 	}
 }
 
+// snapshotOf starts a snapshot of j and appends payloads to it; the
+// caller commits or aborts it.
+func snapshotOf(t testing.TB, j *Journal, payloads [][]byte) *SnapshotWriter {
+	t.Helper()
+	w, err := j.StartSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range payloads {
+		if err := w.Append(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
 // writeJournal creates a journal in dir holding payloads and closes it.
 func writeJournal(t testing.TB, dir string, opts Options, payloads [][]byte) {
 	t.Helper()

@@ -73,16 +73,8 @@ func TestSnapshotConcurrent(t *testing.T) {
 	}
 
 	// A second snapshot replaces the first.
-	w, err = j.StartSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	state = [][]byte{[]byte("everything"), []byte("compacted")}
-	for _, p := range state {
-		if err := w.Append(p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w = snapshotOf(t, j, state)
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -250,16 +242,7 @@ func TestSnapshotInterruptedCompaction(t *testing.T) {
 		}
 		saved[n] = b
 	}
-	w, err := j.StartSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range all[:100] {
-		if err := w.Append(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Commit(); err != nil {
+	if err := snapshotOf(t, j, all[:100]).Commit(); err != nil {
 		t.Fatal(err)
 	}
 	appendAll(t, j, all[100:])
@@ -287,15 +270,7 @@ func TestSnapshotInterruptedCompaction(t *testing.T) {
 // as it is, without a trailer, under the snapshot's final name.
 func incompleteSnapshot(t *testing.T, j *Journal, payloads [][]byte) string {
 	t.Helper()
-	w, err := j.StartSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range payloads {
-		if err := w.Append(p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := snapshotOf(t, j, payloads)
 	if err := w.bw.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -467,15 +442,7 @@ func TestSnapshotCommitDoesNotHoldUpARoll(t *testing.T) {
 			all := testPayloads(1, 600)
 			j, _, _ := mustOpen(t, dir, opts)
 			appendAll(t, j, all[:200])
-			w, err := j.StartSnapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range all[:200] {
-				if err := w.Append(p); err != nil {
-					t.Fatal(err)
-				}
-			}
+			w := snapshotOf(t, j, all[:200])
 			committed := make(chan error, 1)
 			go func() { committed <- w.Commit() }()
 			<-entered
@@ -525,15 +492,7 @@ func TestCloseWaitsForACommitInFlight(t *testing.T) {
 	j, _, _ := mustOpen(t, dir, opts)
 	appendAll(t, j, all)
 	covered := segmentFiles(t, dir)
-	w, err := j.StartSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range all {
-		if err := w.Append(p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := snapshotOf(t, j, all)
 	committed := make(chan error, 1)
 	go func() { committed <- w.Commit() }()
 	<-entered
