@@ -43,16 +43,7 @@ func TestGoldenWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := j.StartSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range goldenState {
-		if err := w.Append(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Commit(); err != nil {
+	if err := snapshotOf(t, j, goldenState).Commit(); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := os.ReadFile(filepath.Join(dir, snapshotName(4)))

@@ -486,16 +486,7 @@ func TestTailWithoutSpace(t *testing.T) {
 			j, _, _ := mustOpen(t, dir, testOptions(SyncAlways))
 			appendAll(t, j, want)
 			if tt.snapshot {
-				w, err := j.StartSnapshot()
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, p := range want {
-					if err := w.Append(p); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := w.Commit(); err != nil {
+				if err := snapshotOf(t, j, want).Commit(); err != nil {
 					t.Fatal(err)
 				}
 			}
