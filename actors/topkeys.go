@@ -66,14 +66,18 @@ func (sh *shard) observe(hash, tag uint64, req *table.Request, d *table.Decision
 	if req.Hits <= 0 {
 		return // a peek counts nothing
 	}
-	if hash == 0 {
-		hash = idHash(req.ID)
-	}
 	label := req.Namespace
 	if label == "" {
 		label = sh.labels.of(&req.Policy)
 	}
-	sh.top.ObserveHashed(hash, tag, req.ID, label, req.Hits, !d.Allowed && !d.Full, now)
+	denied := !d.Allowed && !d.Full
+	if sh.top.ObserveFront(tag, label, req.Hits, denied, now) {
+		return // most repeats: the id's key is in the front
+	}
+	if hash == 0 {
+		hash = idHash(req.ID)
+	}
+	sh.top.ObserveHashed(hash, tag, req.ID, label, req.Hits, denied, now)
 }
 
 // maxPolicyLabels bounds the labels a shard keeps; past it they are all
@@ -92,10 +96,17 @@ type policyLabels struct {
 
 // of returns the label of p.
 func (l *policyLabels) of(p *table.Policy) string {
-	// Field by field: the struct's == is a call to memequal.
+	// Field by field: the struct's == is a call to memequal. Small enough
+	// to be inlined; a policy other than the last one's is looked up by
+	// lookup.
 	if p.Scale == l.last.Scale && p.Limit == l.last.Limit && p.Algorithm == l.last.Algorithm && p.Burst == l.last.Burst && l.text != "" {
 		return l.text
 	}
+	return l.lookup(p)
+}
+
+// lookup returns the label of p, made if new, and makes it the last one.
+func (l *policyLabels) lookup(p *table.Policy) string {
 	s, ok := l.known[*p]
 	if !ok {
 		if l.known == nil || len(l.known) >= maxPolicyLabels {

@@ -176,3 +176,59 @@ func TestPrefetch(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveFront: ObserveFront, then ObserveHashed when it declines,
+// leaves the same views as ObserveHashed alone, with a front and without,
+// through labels that change, peeks, weights past a front's 32 bits, and
+// intervals that turn over; and it takes a repeat of a key the front holds
+// under the label observed last.
+func TestObserveFront(t *testing.T) {
+	t.Parallel()
+	for _, front := range []int{0, 64} {
+		plain, fast := newFronted(t, 8, front), newFronted(t, 8, front)
+		now, took := t0, 0
+		for i := range 3000 {
+			if i%500 == 0 {
+				now = now.Add(20 * time.Second) // a new interval, now and then
+			}
+			id, label := fmt.Sprint("id-", i%37), fmt.Sprint("rule-", (i/1000)%3)
+			tag := splitmix(uint64(i % 37)) // well mixed, as package actors' seeded hash
+			hits := int64(1 + i%5)
+			switch i % 97 {
+			case 0:
+				hits = 0 // a peek
+			case 1:
+				hits = 1 << 33 // past a front way's weight
+			}
+			denied := i%4 == 0
+			plain.ObserveHashed(Hash(id), tag, id, label, hits, denied, now)
+			if fast.ObserveFront(tag, label, hits, denied, now) {
+				took++
+			} else {
+				fast.ObserveHashed(Hash(id), tag, id, label, hits, denied, now)
+			}
+		}
+		for _, m := range []Metric{Hits, Denials} {
+			for _, w := range []Window{Minute, FifteenMinutes} {
+				want := top(m, w, true, now, plain).Top(-1)
+				if got := top(m, w, true, now, fast).Top(-1); !slices.Equal(got, want) || len(want) == 0 {
+					t.Errorf("front %d, %v, %v: ObserveFront first %+v, ObserveHashed alone %+v", front, m, w, got, want)
+				}
+			}
+		}
+		switch {
+		case front == 0 && took != 0:
+			t.Errorf("without a front, ObserveFront took %d observations", took)
+		case front > 0 && took < 2500:
+			t.Errorf("with a front of 64 keys holding the 37 ids, ObserveFront took %d of 3000 observations, want all but the first of each key in an interval, the peeks and the heavy weights", took)
+		}
+	}
+}
+
+// splitmix is SplitMix64's finalizer: a fixed, well-mixed 64-bit hash.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}

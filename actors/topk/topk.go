@@ -219,6 +219,21 @@ func (s *Sketch) Observe(id, label string, hits int64, denied bool, now time.Tim
 	s.ObserveHashed(Hash(id), tag, id, label, hits, denied, now)
 }
 
+// ObserveFront is the fast path of ObserveHashed, for a key the front
+// holds: if hits > 0, now falls in the latest interval, label is the one
+// observed last and the key of tag and label is in the front, it counts
+// the observation there, as ObserveHashed would, and returns true; else it
+// changes nothing and returns false, and the caller observes by
+// ObserveHashed. So ObserveFront, then ObserveHashed if it declined, is
+// ObserveHashed alone, made without reading the id or its hash: a caller
+// that computes them only then saves that work on most repeats.
+func (s *Sketch) ObserveFront(tag uint64, label string, hits int64, denied bool, now time.Time) bool {
+	if hits <= 0 || s.front == nil || now.UnixNano() >= s.until || !s.mixed || !sameString(label, s.lastLabel) {
+		return false
+	}
+	return s.frontHit(s.frontSetOf(tag), tag^s.lastMix, uint64(hits), denied)
+}
+
 // ObserveHashed is Observe for a caller that has hashed id already: hash
 // must be Hash(id), which it saves computing again, and tag a seeded
 // 64-bit hash of id (such as maphash under a seed of the caller's), by
