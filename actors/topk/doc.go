@@ -81,7 +81,8 @@
 //     takes the counter marked smallest, re-marking them by a scan of
 //     Capacity counts when none is left, and moves a few index slots.
 //     With a front, a key in it costs the hashes, the interval's check
-//     and a look at one line; one new to it, also the lightest key's move
+//     and a look at one line (ObserveFront: the tag only, for the label
+//     observed last); one new to it, also the lightest key's move
 //     to the summaries, as above; a change of interval, or a Merge, the
 //     move of the whole front.
 //
