@@ -84,8 +84,9 @@ func (s *Sketch) frontSetOf(tag uint64) int { return int(tag>>48) & s.frontSets 
 // which a Sketch without a front, or a processor without the
 // instruction, ignores.
 func (s *Sketch) Prefetch(tag uint64) {
-	if s.front != nil {
-		prefetchWrite(unsafe.Pointer(&s.front[s.frontSetOf(tag)]))
+	if canPrefetchW && s.front != nil {
+		// frontSetOf(tag), written out so that Prefetch is inlined.
+		prefetchW(unsafe.Pointer(&s.front[int(tag>>48)&s.frontSets]))
 	}
 }
 

@@ -4,5 +4,8 @@ package topk
 
 import "unsafe"
 
-// prefetchWrite is a hint this architecture goes without: it does nothing.
-func prefetchWrite(unsafe.Pointer) {}
+// canPrefetchW: this architecture goes without the hint.
+const canPrefetchW = false
+
+// prefetchW does nothing here (see canPrefetchW).
+func prefetchW(unsafe.Pointer) {}
