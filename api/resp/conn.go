@@ -22,7 +22,8 @@ const readChunk = 4096
 // a violation with a Redis protocol error and then fails the read, which
 // closes the connection. It also lets the server drain the connection: a
 // read after Shutdown began returns io.EOF, and a read already waiting is
-// woken to return it.
+// woken to return it. On Linux, a plain TCP connection's socket is read
+// and written by rawIO (rawio_linux.go).
 type frameConn struct {
 	net.Conn
 	srv *Server
@@ -39,7 +40,8 @@ type frameConn struct {
 	// frameStart is when the first byte of the unfinished frame arrived.
 	frameStart time.Time
 	// tc is the TLS connection until its handshake is done, else nil.
-	tc *tls.Conn
+	tc  *tls.Conn
+	raw *rawIO
 
 	mu       sync.Mutex
 	reading  bool // blocked in a socket read
@@ -50,6 +52,7 @@ type frameConn struct {
 func newFrameConn(nc net.Conn, s *Server) *frameConn {
 	c := &frameConn{Conn: nc, srv: s}
 	c.tc, _ = nc.(*tls.Conn)
+	c.raw = newRawIO(nc)
 	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
 	return c
 }
@@ -167,7 +170,11 @@ func (c *frameConn) readSocket(b []byte) (int, error) {
 		}
 	}
 	if err == nil {
-		n, err = c.Conn.Read(b)
+		if c.raw != nil {
+			n, err = c.raw.read(b)
+		} else {
+			n, err = c.Conn.Read(b)
+		}
 	}
 
 	c.mu.Lock()
@@ -194,6 +201,9 @@ func (c *frameConn) idleDeadline() time.Time {
 // Write implements net.Conn, bounded by the write timeout.
 func (c *frameConn) Write(p []byte) (int, error) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+	if c.raw != nil {
+		return c.raw.write(p)
+	}
 	return c.Conn.Write(p)
 }
 
