@@ -96,17 +96,10 @@ type policyLabels struct {
 
 // of returns the label of p.
 func (l *policyLabels) of(p *table.Policy) string {
-	// Field by field: the struct's == is a call to memequal. Small enough
-	// to be inlined; a policy other than the last one's is looked up by
-	// lookup.
+	// Field by field: the struct's == is a call to memequal.
 	if p.Scale == l.last.Scale && p.Limit == l.last.Limit && p.Algorithm == l.last.Algorithm && p.Burst == l.last.Burst && l.text != "" {
 		return l.text
 	}
-	return l.lookup(p)
-}
-
-// lookup returns the label of p, made if new, and makes it the last one.
-func (l *policyLabels) lookup(p *table.Policy) string {
 	s, ok := l.known[*p]
 	if !ok {
 		if l.known == nil || len(l.known) >= maxPolicyLabels {
