@@ -40,7 +40,8 @@ type frameConn struct {
 	// frameStart is when the first byte of the unfinished frame arrived.
 	frameStart time.Time
 	// tc is the TLS connection until its handshake is done, else nil.
-	tc  *tls.Conn
+	tc *tls.Conn
+	// raw is the socket's raw I/O, or nil (TLS, a test's pipe, not Linux).
 	raw *rawIO
 
 	mu       sync.Mutex

@@ -45,6 +45,14 @@ func tcpPair(t *testing.T) (server, client net.Conn) {
 func TestRawIO(t *testing.T) {
 	t.Parallel()
 	server, client := tcpPair(t)
+	// Small socket buffers (no autotuning): a write of 8 MiB to a peer
+	// that reads nothing cannot fit in them.
+	if err := server.(*net.TCPConn).SetWriteBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
 	r := newRawIO(server)
 	if r == nil {
 		t.Fatal("newRawIO of a *net.TCPConn: nil")
@@ -97,6 +105,45 @@ func TestRawIO(t *testing.T) {
 		}
 		if err != nil || n == 0 {
 			t.Fatalf("read after the peer closed: %d, %v; want io.EOF", n, err)
+		}
+	}
+}
+
+// TestServerUsesRawIO: a Server on a TCP listener reads and writes its
+// connections by rawIO, and answers through it.
+func TestServerUsesRawIO(t *testing.T) {
+	t.Parallel()
+	s, err := New(Options{Checker: nopChecker{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(func() { _ = s.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := io.ReadAtLeast(c, buf, len("+PONG\r\n")); string(buf[:n]) != "+PONG\r\n" || err != nil {
+		t.Fatalf("PING answered %q, %v", buf[:n], err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conns) != 1 {
+		t.Fatalf("%d connections open, want 1", len(s.conns))
+	}
+	for fc := range s.conns {
+		if fc.raw == nil {
+			t.Error("the connection reads and writes through net.Conn, not rawIO")
 		}
 	}
 }
