@@ -14,7 +14,9 @@
 // clock, appends the batch's changes to the shard's journal as one record,
 // and only then answers. A caller that finds the lock free serves its own
 // check, with any checks queued meanwhile, on its own goroutine: no
-// hand-off, no allocation, no pooled call and no channel. A caller that
+// hand-off, no allocation, no pooled call and no channel; alone, its check
+// is decided at the time the caller read before taking the lock (a table
+// treats a time earlier than one it has seen as that later time). A caller that
 // finds it taken looks again for a short while; then it waits for the lock
 // if its ctx can never end, and else queues its check in the shard's inbox
 // and waits for the answer (or its ctx); the first check queued into an idle inbox
