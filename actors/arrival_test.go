@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,5 +80,47 @@ func TestCheckDecidedAtItsArrival(t *testing.T) {
 	d := <-second
 	if d.Allowed || d.RetryAfter != time.Second {
 		t.Fatalf("second check: %+v; want denied, retry after 1s: decided at its arrival, in the first check's window", d)
+	}
+}
+
+// TestCallersHashIsTheTables: the hash a caller computes before it takes
+// its shard (the System's idSeed) is the one every table of the System
+// keys its index by: at start, after a crash rebuilds a shard, with a
+// data directory and without. A check served by its caller and one served
+// in a batch then find the same bucket.
+func TestCallersHashIsTheTables(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{"", t.TempDir()} {
+		crash := atomic.Bool{}
+		s := startSystem(t, Config{Shards: 4, SweepInterval: -1, DataDir: dir, applyHook: func(r table.Request) {
+			if r.ID == "crash" && crash.CompareAndSwap(true, false) {
+				panic("crash the shard")
+			}
+		}})
+		ids := []string{"a", "b", "crash", "user-42", "ü"}
+		same := func(when string) {
+			t.Helper()
+			for _, id := range ids {
+				sh := s.shards[s.shardIndex(idHash(id))]
+				sh.mu.Lock()
+				got, want := sh.table.Hash(id), maphash.String(*s.cfg.idSeed, id)
+				sh.mu.Unlock()
+				if got != want {
+					t.Errorf("dir %q, %s: the table hashes %q to %#x, its caller to %#x", dir, when, id, got, want)
+				}
+			}
+		}
+		same("at start")
+		crash.Store(true)
+		req := table.Request{ID: "crash", Policy: table.Policy{Scale: time.Hour, Limit: 10}, Hits: 1}
+		if _, err := s.Check(context.Background(), req); err == nil {
+			t.Fatalf("dir %q: the crashing check returned no error", dir)
+		}
+		same("after a crash")
+		for i := range 3 {
+			if d, err := s.Check(context.Background(), req); err != nil || d.Count != int64(i+1) {
+				t.Fatalf("dir %q: check %d after the crash: %+v, %v; want count %d", dir, i+1, d, err, i+1)
+			}
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -76,7 +77,7 @@ const DefaultMaxBuckets = 8 << 20
 
 // tableConfig is the table.Config of one shard.
 func (cfg *Config) tableConfig(track bool) table.Config {
-	tc := table.Config{BucketTTL: cfg.BucketTTL, TrackChanges: track, Evict: cfg.EvictOldest}
+	tc := table.Config{BucketTTL: cfg.BucketTTL, TrackChanges: track, Evict: cfg.EvictOldest, HashSeed: cfg.idSeed}
 	if cfg.MaxBuckets > 0 {
 		tc.MaxBuckets = (cfg.MaxBuckets + cfg.Shards - 1) / cfg.Shards
 	}
@@ -154,6 +155,10 @@ type Config struct {
 	// for a busy shard go straight to sync.Mutex.Lock, as before acquire
 	// looked again first: the baseline the benchmark pairs against.
 	waitUnspun bool
+	// idSeed is the seed of the id hash of every table of the System
+	// (table.Config.HashSeed), made by newSystem: a caller hashes its id
+	// for its shard's table before it takes the shard.
+	idSeed *maphash.Seed
 
 	// Cluster, if set, makes the System a member of a cluster (see
 	// ClusterConfig): Check, CheckAll, Refund, Reset and Buckets then go
@@ -301,6 +306,8 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 // newSystem makes the System of cfg, its shards with their dispatchers,
 // and, without a data directory, their tables.
 func newSystem(cfg Config, lock *journal.DirLock) *System {
+	seed := maphash.MakeSeed()
+	cfg.idSeed = &seed
 	logger := cfg.Logger
 	s := &System{
 		cfg: cfg,
