@@ -45,26 +45,24 @@ func TestCheckDecidedAtItsArrival(t *testing.T) {
 		})
 	}})
 	req := table.Request{ID: "a", Policy: table.Policy{Scale: time.Second, Limit: 1}, Hits: 1}
-	ctx := context.Background() // never done: the second caller waits for the shard
-	first := make(chan table.Decision, 1)
-	go func() {
-		d, err := s.Check(ctx, req)
-		if err != nil {
-			t.Errorf("first Check: %v", err)
-		}
-		first <- d
-	}()
+	// check checks req in a goroutine of its own, with a ctx that is never
+	// done (a second caller waits for the shard), and sends the decision.
+	check := func(name string) <-chan table.Decision {
+		c := make(chan table.Decision, 1)
+		go func() {
+			d, err := s.Check(context.Background(), req)
+			if err != nil {
+				t.Errorf("%s Check: %v", name, err)
+			}
+			c <- d
+		}()
+		return c
+	}
+	first := check("first")
 	<-entered
 
 	clk.armed.Store(true)
-	second := make(chan table.Decision, 1)
-	go func() {
-		d, err := s.Check(ctx, req)
-		if err != nil {
-			t.Errorf("second Check: %v", err)
-		}
-		second <- d
-	}()
+	second := check("second")
 	select {
 	case <-clk.read: // the second check has its time; the shard is still held
 	case <-time.After(10 * time.Second):
