@@ -16,13 +16,14 @@
 // check, with any checks queued meanwhile, on its own goroutine: no
 // hand-off, no allocation, no pooled call and no channel; alone, its check
 // is decided at the time the caller read before taking the lock (a table
-// treats a time earlier than one it has seen as that later time). A caller that
-// finds it taken looks again for a short while; then it waits for the lock
-// if its ctx can never end, and else queues its check in the shard's inbox
-// and waits for the answer (or its ctx); the first check queued into an idle inbox
-// sends the owner actor one mailbox message, and the owner takes everything
-// queued at once (at most 4096 checks per message, so that its other
-// messages get their turn) and takes again until the inbox stays empty.
+// treats a time earlier than one it has seen as that later time). A
+// caller that finds it taken looks again for a short while; then it waits
+// for the lock if its ctx can never end, and else queues its check in the
+// shard's inbox and waits for the answer (or its ctx); the first check
+// queued into an idle inbox sends the owner actor one mailbox message, and
+// the owner takes everything queued at once (at most 4096 checks per
+// message, so that its other messages get their turn) and takes again
+// until the inbox stays empty.
 // Under load one mailbox message carries many checks, and one journal
 // record many changes. With SyncAlways the owner serves every check, so
 // that each batch is one group commit. Each owner's mailbox runs on a
