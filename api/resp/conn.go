@@ -22,8 +22,8 @@ const readChunk = 4096
 // a violation with a Redis protocol error and then fails the read, which
 // closes the connection. It also lets the server drain the connection: a
 // read after Shutdown began returns io.EOF, and a read already waiting is
-// woken to return it. On Linux, a plain TCP connection's socket is read
-// and written by rawIO (rawio_linux.go).
+// woken to return it. Its socket is read and written through rw: on
+// Linux, a plain TCP connection's rawIO (rawio_linux.go).
 type frameConn struct {
 	net.Conn
 	srv *Server
@@ -41,8 +41,9 @@ type frameConn struct {
 	frameStart time.Time
 	// tc is the TLS connection until its handshake is done, else nil.
 	tc *tls.Conn
-	// raw is the socket's raw I/O, or nil (TLS, a test's pipe, not Linux).
-	raw *rawIO
+	// rw reads and writes the socket (socketIO): the connection itself,
+	// or its raw I/O.
+	rw io.ReadWriter
 
 	mu       sync.Mutex
 	reading  bool // blocked in a socket read
@@ -53,7 +54,7 @@ type frameConn struct {
 func newFrameConn(nc net.Conn, s *Server) *frameConn {
 	c := &frameConn{Conn: nc, srv: s}
 	c.tc, _ = nc.(*tls.Conn)
-	c.raw = newRawIO(nc)
+	c.rw = socketIO(nc)
 	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
 	return c
 }
@@ -171,11 +172,7 @@ func (c *frameConn) readSocket(b []byte) (int, error) {
 		}
 	}
 	if err == nil {
-		if c.raw != nil {
-			n, err = c.raw.read(b)
-		} else {
-			n, err = c.Conn.Read(b)
-		}
+		n, err = c.rw.Read(b)
 	}
 
 	c.mu.Lock()
@@ -202,10 +199,7 @@ func (c *frameConn) idleDeadline() time.Time {
 // Write implements net.Conn, bounded by the write timeout.
 func (c *frameConn) Write(p []byte) (int, error) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
-	if c.raw != nil {
-		return c.raw.write(p)
-	}
-	return c.Conn.Write(p)
+	return c.rw.Write(p)
 }
 
 // drain makes the connection's next read, or the one it is blocked in,

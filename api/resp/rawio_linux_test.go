@@ -53,12 +53,12 @@ func TestRawIO(t *testing.T) {
 	if err := client.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
 		t.Fatal(err)
 	}
-	r := newRawIO(server)
-	if r == nil {
-		t.Fatal("newRawIO of a *net.TCPConn: nil")
+	r, ok := socketIO(server).(*rawIO)
+	if !ok {
+		t.Fatal("socketIO of a *net.TCPConn: not its raw I/O")
 	}
-	if newRawIO(&net.UnixConn{}) != nil {
-		t.Error("newRawIO of a non-TCP connection: not nil")
+	if uc := (&net.UnixConn{}); socketIO(uc) != io.ReadWriter(uc) {
+		t.Error("socketIO of a non-TCP connection: not the connection itself")
 	}
 
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
@@ -67,7 +67,7 @@ func TestRawIO(t *testing.T) {
 		b, _ := io.ReadAll(io.LimitReader(client, int64(len(big))))
 		got <- b
 	}()
-	if n, err := r.write(big); n != len(big) || err != nil {
+	if n, err := r.Write(big); n != len(big) || err != nil {
 		t.Fatalf("write of %d bytes: %d, %v", len(big), n, err)
 	}
 	if b := <-got; !bytes.Equal(b, big) {
@@ -78,28 +78,28 @@ func TestRawIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 64)
-	if n, err := r.read(buf); string(buf[:n]) != "PING\r\n" || err != nil {
+	if n, err := r.Read(buf); string(buf[:n]) != "PING\r\n" || err != nil {
 		t.Fatalf("read: %q, %v", buf[:n], err)
 	}
 
 	_ = server.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	if n, err := r.read(buf); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+	if n, err := r.Read(buf); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read past its deadline: %d, %v", n, err)
 	}
 	_ = server.SetReadDeadline(time.Time{})
 
 	_ = server.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	if n, err := r.write(big); n == 0 || n >= len(big) || !errors.Is(err, os.ErrDeadlineExceeded) {
+	if n, err := r.Write(big); n == 0 || n >= len(big) || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("write to a peer that reads nothing, past its deadline: %d of %d bytes, %v", n, len(big), err)
 	}
 
 	// Another connection, whose peer has nothing unread when it closes
 	// (this one's would reset it).
 	server, client = tcpPair(t)
-	r = newRawIO(server)
+	r = socketIO(server).(*rawIO)
 	client.Close()
 	for {
-		n, err := r.read(buf)
+		n, err := r.Read(buf)
 		if err == io.EOF {
 			break
 		}
@@ -142,8 +142,8 @@ func TestServerUsesRawIO(t *testing.T) {
 		t.Fatalf("%d connections open, want 1", len(s.conns))
 	}
 	for fc := range s.conns {
-		if fc.raw == nil {
-			t.Error("the connection reads and writes through net.Conn, not rawIO")
+		if _, ok := fc.rw.(*rawIO); !ok {
+			t.Errorf("the connection reads and writes through %T, not rawIO", fc.rw)
 		}
 	}
 }

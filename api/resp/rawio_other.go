@@ -2,13 +2,11 @@
 
 package resp
 
-import "net"
+import (
+	"io"
+	"net"
+)
 
-// rawIO is Linux's (rawio_linux.go); elsewhere a connection reads and
-// writes through net.Conn.
-type rawIO struct{}
-
-func newRawIO(net.Conn) *rawIO { return nil }
-
-func (*rawIO) read([]byte) (int, error)  { panic("resp: no raw I/O on this system") }
-func (*rawIO) write([]byte) (int, error) { panic("resp: no raw I/O on this system") }
+// socketIO is Linux's raw I/O there (rawio_linux.go); elsewhere a
+// connection reads and writes its socket through net.Conn.
+func socketIO(nc net.Conn) io.ReadWriter { return nc }
