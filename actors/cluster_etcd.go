@@ -164,7 +164,44 @@ func (cl *cluster) load(ctx context.Context) (*view, error) {
 		cl.apply(vw, kv, false, false)
 	}
 	vw.place()
+	cl.priorOwners(ctx, vw)
 	return vw, nil
+}
+
+// priorOwners fills in, in vw (read whole, so without the owners before
+// the current ones), the previous owner and epoch of each vshard that vw
+// says is ours while a copy received in a handoff waits for its move here:
+// they decide whether that move is the one the copy was made for, which a
+// watch would have told, and a whole read does not. Both reads meet it: a
+// member that joins is sent vshards as soon as its key is in etcd, and
+// their move can commit before its first read; a member whose watch fails
+// reads again while copies wait. Each is read from etcd's history, the
+// owner key as it was just before its epoch; one that cannot be read
+// (compacted away, or etcd not answering) stays unknown, and reconcile
+// then starts the vshard without the copy.
+func (cl *cluster) priorOwners(ctx context.Context, vw *view) {
+	for v, owner := range vw.owners {
+		if owner != cl.id || vw.epochs[v] <= 1 || cl.vsState(v) != vsPending {
+			continue
+		}
+		resp, err := cl.etcd.Get(ctx, cl.ownerKey(v), clientv3.WithRev(vw.epochs[v]-1))
+		if err != nil {
+			cl.stats.etcdErrors.Add(1)
+			cl.log.Warn("the owner before a move here could not be read; its copy is not used", "vshard", v, "epoch", vw.epochs[v], "err", err)
+			continue
+		}
+		if len(resp.Kvs) == 1 {
+			vw.prevOwners[v], vw.prevEpochs[v] = string(resp.Kvs[0].Value), resp.Kvs[0].ModRevision
+		}
+	}
+}
+
+// vsState returns the state of vshard v here.
+func (cl *cluster) vsState(v int) vstate {
+	sh := cl.shardOf(v)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return cl.vs[v].state
 }
 
 // publish makes vw the member's view and wakes whoever waits for a change.

@@ -104,7 +104,9 @@ func TestClusterJoinHandsTheCountsOffWithTheVShards(t *testing.T) {
 			moved++
 		}
 		if got := countOf(t, []*member{a, b}[i%2], req); got != 7 {
-			t.Fatalf("%s (on %s after the join): count %d, want the 7 counted before it", req.ID, map[bool]string{true: "b", false: "a"}[servedHere(b, req.ID)], got)
+			sa, _ := a.ClusterStatus()
+			sb, _ := b.ClusterStatus()
+			t.Fatalf("%s (on %s after the join): count %d, want the 7 counted before it\na: %+v\nb: %+v", req.ID, map[bool]string{true: "b", false: "a"}[servedHere(b, req.ID)], got, sa.Stats, sb.Stats)
 		}
 	}
 	sa, _ := a.ClusterStatus()

@@ -30,6 +30,7 @@ type Etcd struct {
 	dir     string
 	peer    string
 	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has exited (and been waited for)
 	running bool
 }
 
@@ -78,11 +79,23 @@ func start(t testing.TB, ca *certtest.CA) *Etcd {
 		e.tlsArgs = []string{"--cert-file", filepath.Join(e.dir, "etcd.crt"), "--key-file", filepath.Join(e.dir, "etcd.key"),
 			"--trusted-ca-file", filepath.Join(e.dir, "ca.crt"), "--client-cert-auth"}
 	}
-	e.URL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
-	e.peer = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	e.Restart()
 	t.Cleanup(e.Kill)
-	return e
+	// A port free a moment ago may be taken by another process before
+	// etcd binds it (tests run in parallel): then try other ports.
+	for try := 1; ; try++ {
+		e.URL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
+		e.peer = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		log, ok := e.launch()
+		if ok {
+			return e
+		}
+		if try == 5 || !strings.Contains(log, "address already in use") {
+			t.Fatalf("etcd did not serve on %s:\n%s", e.URL, log)
+		}
+		if err := os.RemoveAll(filepath.Join(e.dir, "data")); err != nil { // made for the ports it could not bind
+			t.Fatal(err)
+		}
+	}
 }
 
 // Restart starts the server again (on its data and ports) after Kill, and
@@ -92,6 +105,15 @@ func (e *Etcd) Restart() {
 	if e.running {
 		return
 	}
+	if log, ok := e.launch(); !ok {
+		e.t.Fatalf("etcd did not serve again on %s:\n%s", e.URL, log)
+	}
+}
+
+// launch starts etcd on its data and ports and waits until it accepts
+// connections (ok), or until it exits or 20s pass (not ok, with its log).
+func (e *Etcd) launch() (log string, ok bool) {
+	e.t.Helper()
 	e.cmd = exec.Command("etcd", "--data-dir", filepath.Join(e.dir, "data"),
 		"--listen-client-urls", e.URL, "--advertise-client-urls", e.URL,
 		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
@@ -110,15 +132,28 @@ func (e *Etcd) Restart() {
 		e.t.Fatalf("start etcd: %v", err)
 	}
 	e.running = true
+	e.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		_ = cmd.Wait()
+		close(exited)
+	}(e.cmd, e.exited)
 	_, host, _ := strings.Cut(e.URL, "://")
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if c, err := net.DialTimeout("tcp", host, 100*time.Millisecond); err == nil {
 			c.Close()
-			return
+			return "", true
+		}
+		select {
+		case <-e.exited:
+			e.running = false
+			b, _ := os.ReadFile(logPath)
+			return "it exited:\n" + string(b), false
+		default:
 		}
 		if time.Now().After(deadline) {
+			e.Kill()
 			b, _ := os.ReadFile(logPath)
-			e.t.Fatalf("etcd did not listen on %s within 20s:\n%s", host, b)
+			return "it did not listen within 20s:\n" + string(b), false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -130,6 +165,6 @@ func (e *Etcd) Kill() {
 		return
 	}
 	_ = e.cmd.Process.Kill()
-	_ = e.cmd.Wait()
+	<-e.exited
 	e.running = false
 }
