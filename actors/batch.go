@@ -80,10 +80,11 @@ func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, 
 			}
 			tag := t.Hash(reqs[i].ID)
 			if wins != nil {
-				r := t.ReserveHashed(reqs[i], tag, now)
+				var r table.Reservation
+				t.ReserveHashedTo(&r, &reqs[i], tag, now)
 				decs[i], wins[i] = r.Decision, r.Window
 			} else {
-				decs[i] = t.ApplyHashed(reqs[i], tag, now)
+				t.ApplyHashedTo(&decs[i], &reqs[i], tag, now)
 			}
 			if sh.top != nil {
 				sh.observe(idHash(reqs[i].ID), tag, &reqs[i], &decs[i], now)

@@ -197,7 +197,7 @@ func (sh *shard) decideOwn(cfg *Config, req *table.Request, h, th uint64, r *tab
 		// 0.95 of the checks/s without top keys, against 0.97).
 		sh.top.Prefetch(th)
 	}
-	*r = sh.table.ReserveHashed(*req, th, now)
+	sh.table.ReserveHashedTo(r, req, th, now)
 	if sh.top != nil {
 		sh.observe(h, th, req, &r.Decision, now)
 	}

@@ -245,12 +245,10 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 		}
 		switch k.op {
 		case opCheck:
+			tag := t.Hash(k.req.ID)
+			t.ReserveHashedTo(&k.res, &k.req, tag, now)
 			if sh.top != nil {
-				tag := t.Hash(k.req.ID)
-				k.res = t.ReserveHashed(k.req, tag, now)
 				sh.observe(k.hash, tag, &k.req, &k.res.Decision, now)
-			} else {
-				k.res = t.Reserve(k.req, now)
 			}
 		case opRefund:
 			k.res.Decision = t.Refund(k.req, now)

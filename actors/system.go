@@ -364,7 +364,8 @@ func (s *System) start(ctx context.Context) error {
 // decision with Full set was refused because the shard's table was full
 // (see Config.MaxBuckets).
 func (s *System) Check(ctx context.Context, req table.Request) (table.Decision, error) {
-	r, err := s.Reserve(ctx, req)
+	var r table.Reservation
+	err := s.reserve(ctx, &req, &r)
 	return r.Decision, err
 }
 
@@ -372,35 +373,43 @@ func (s *System) Check(ctx context.Context, req table.Request) (table.Decision, 
 // (table.Reservation.Window), so that a Refund of them (Request.Window)
 // credits that window only, and nothing once it is over.
 func (s *System) Reserve(ctx context.Context, req table.Request) (table.Reservation, error) {
+	var r table.Reservation
+	err := s.reserve(ctx, &req, &r)
+	return r, err
+}
+
+// reserve is Reserve answering into r, for Check and Reserve: neither req
+// nor the answer is copied on the way (measured in BenchmarkCheck, in
+// alternating rounds with the copies: +10% checks/s at p=1 and p=64).
+func (s *System) reserve(ctx context.Context, req *table.Request, r *table.Reservation) error {
 	if err := req.Validate(); err != nil {
-		return table.Reservation{}, err
+		return err
 	}
 	if s.cl == nil {
 		if err := ctx.Err(); err != nil {
-			return table.Reservation{}, err
+			return err
 		}
 		h := idHash(req.ID)
 		sh := s.shardOfHash(h)
-		var r table.Reservation
-		if served, err := s.serveOwn(sh, ctx.Done() == nil, &req, h, &r); served {
-			return r, err
+		if served, err := s.serveOwn(sh, ctx.Done() == nil, req, h, r); served {
+			return err
 		}
 		c := s.calls.Get().(*call)
-		c.op, c.req, c.hash = opCheck, req, h
+		c.op, c.req, c.hash = opCheck, *req, h
 		if err := s.queue(ctx, sh, c); err != nil {
-			return table.Reservation{}, err
+			return err
 		}
-		r = c.res
+		*r = c.res
 		s.release(c)
-		return r, nil
+		return nil
 	}
-	c, err := s.call(ctx, opCheck, req)
+	c, err := s.call(ctx, opCheck, *req)
 	if err != nil {
-		return table.Reservation{}, err
+		return err
 	}
-	r := c.res
+	*r = c.res
 	s.release(c)
-	return r, nil
+	return nil
 }
 
 // Refund gives back up to req.Hits (at least 1) hits to req's bucket,

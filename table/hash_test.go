@@ -53,14 +53,15 @@ func TestHashKeyIsStable(t *testing.T) {
 }
 
 // TestApplyHashed: with the hash computed once by the caller (keyed or
-// not), ApplyHashed and ReserveHashed decide exactly as Apply and Reserve,
-// on the same buckets, and allocate nothing. Not parallel: it counts
-// allocations.
+// not), ApplyHashed, ReserveHashed and their To forms decide exactly as
+// Apply and Reserve, on the same buckets, leave the request as it was, and
+// allocate nothing. Not parallel: it counts allocations.
 func TestApplyHashed(t *testing.T) {
 	key := NewHashKey()
 	seed := maphash.MakeSeed()
 	for _, cfg := range []Config{{}, {HashSeed: &seed}, {HashKey: &key}, {HashKey: &key, TrackChanges: true}} {
-		plain, hashed := New(cfg), New(cfg)
+		// One table per form, each given the same checks.
+		plain, hashed, to, applied, appliedTo := New(cfg), New(cfg), New(cfg), New(cfg), New(cfg)
 		for i := range 2000 {
 			req := Request{ID: fmt.Sprint("id-", i%300), Policy: Policy{Algorithm: Algorithm(i % numAlgorithms), Scale: time.Second, Limit: 7}, Hits: int64(i % 3)}
 			now := at(int64(i * 3))
@@ -69,14 +70,38 @@ func TestApplyHashed(t *testing.T) {
 			if got != want {
 				t.Fatalf("keyed %v, check %d %+v: ReserveHashed %+v, Reserve %+v", cfg.HashKey != nil, i, req, got, want)
 			}
-			if g, w := hashed.Buckets(req.ID, now), plain.Buckets(req.ID, now); fmt.Sprint(g) != fmt.Sprint(w) {
-				t.Fatalf("check %d: buckets %v, want %v", i, g, w)
+			asked := req
+			gotTo := Reservation{Window: -1, Decision: Decision{Count: -1, Full: true}} // overwritten whole
+			to.ReserveHashedTo(&gotTo, &req, to.Hash(req.ID), now)
+			if gotTo != want || req != asked {
+				t.Fatalf("check %d %+v: ReserveHashedTo %+v (request after it %+v), Reserve %+v", i, asked, gotTo, req, want)
+			}
+			if d := applied.ApplyHashed(req, applied.Hash(req.ID), now); d != want.Decision {
+				t.Fatalf("check %d %+v: ApplyHashed %+v, Reserve %+v", i, req, d, want.Decision)
+			}
+			dTo := Decision{Count: -1, RetryAfter: -1, Full: true}
+			appliedTo.ApplyHashedTo(&dTo, &req, appliedTo.Hash(req.ID), now)
+			if dTo != want.Decision || req != asked {
+				t.Fatalf("check %d %+v: ApplyHashedTo %+v (request after it %+v), Reserve %+v", i, asked, dTo, req, want.Decision)
+			}
+			w := fmt.Sprint(plain.Buckets(req.ID, now))
+			for _, tb := range []*Table{hashed, to, applied, appliedTo} {
+				if g := fmt.Sprint(tb.Buckets(req.ID, now)); g != w {
+					t.Fatalf("check %d: buckets %v, want %v", i, g, w)
+				}
 			}
 		}
 		req := Request{ID: "id-7", Policy: Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1}
 		h := hashed.Hash(req.ID)
-		if n := testing.AllocsPerRun(100, func() { hashed.ApplyHashed(req, h, at(6000)) }); n != 0 && !cfg.TrackChanges {
-			t.Fatalf("ApplyHashed: %v allocations per call, want 0", n)
+		var r Reservation
+		for name, f := range map[string]func(){
+			"ApplyHashed":     func() { hashed.ApplyHashed(req, h, at(6000)) },
+			"ReserveHashedTo": func() { hashed.ReserveHashedTo(&r, &req, h, at(6000)) },
+			"ApplyHashedTo":   func() { hashed.ApplyHashedTo(&r.Decision, &req, h, at(6000)) },
+		} {
+			if n := testing.AllocsPerRun(100, f); n != 0 && !cfg.TrackChanges {
+				t.Fatalf("%s: %v allocations per call, want 0", name, n)
+			}
 		}
 	}
 }
