@@ -7,8 +7,8 @@ import (
 
 // decideFixed is the fixed-window rule for a window already holding count
 // hits; reset is the time until the window ends, in ns.
-func decideFixed(count int64, req *Request, reset int64) Decision {
-	d := Decision{Limit: req.Limit, ResetAfter: time.Duration(reset)}
+func decideFixed(d *Decision, count int64, req *Request, reset int64) {
+	*d = Decision{Limit: req.Limit, ResetAfter: time.Duration(reset)}
 	switch {
 	case req.Hits == 0:
 		d.Allowed = count < req.Limit
@@ -21,7 +21,6 @@ func decideFixed(count int64, req *Request, reset int64) Decision {
 	if !d.Allowed {
 		d.RetryAfter = d.ResetAfter
 	}
-	return d
 }
 
 // windowState is a sliding window at one moment: the counts of the
@@ -43,10 +42,10 @@ func (w *windowState) fits(n, limit, left int64) bool {
 	return !less128(mul128(limit, w.size), add128(mul128(w.prev, left), mul128(w.cur+n, w.size)))
 }
 
-func (w *windowState) decide(req *Request) Decision {
+func (w *windowState) decide(d *Decision, req *Request) {
 	left := w.size - w.elapsed // of the previous window, still inside the rolling window
 	n := max(req.Hits, 1)      // a peek asks whether one more hit fits
-	d := Decision{Limit: req.Limit}
+	*d = Decision{Limit: req.Limit}
 	d.Allowed = w.fits(n, req.Limit, left)
 	cur := w.cur
 	if d.Allowed && req.Hits > 0 {
@@ -62,7 +61,7 @@ func (w *windowState) decide(req *Request) Decision {
 		d.ResetAfter = time.Duration(left)
 	}
 	if d.Allowed {
-		return d
+		return
 	}
 	switch {
 	case n > req.Limit:
@@ -77,7 +76,6 @@ func (w *windowState) decide(req *Request) Decision {
 		// cur·left'' ≤ (limit−n)·size.
 		d.RetryAfter = time.Duration(left + w.size - floorMulDiv(req.Limit-n, w.size, w.cur))
 	}
-	return d
 }
 
 // gcraState is a token or leaky bucket at one moment (GCRA): tat is the
@@ -88,11 +86,11 @@ type gcraState struct {
 	emission, burst, tat int64
 }
 
-func (c *gcraState) decide(req *Request, now int64) Decision {
+func (c *gcraState) decide(d *Decision, req *Request, now int64) {
 	used := c.tat - now // ns of refill owed: tokens in use × emission
 	capacity := c.burst * c.emission
 	n := max(req.Hits, 1) // a peek asks whether one more hit fits
-	d := Decision{Limit: c.burst}
+	*d = Decision{Limit: c.burst}
 	d.Allowed = n <= c.burst && used <= capacity-n*c.emission
 	if d.Allowed && req.Hits > 0 {
 		used += req.Hits * c.emission
@@ -107,7 +105,6 @@ func (c *gcraState) decide(req *Request, now int64) Decision {
 			d.RetryAfter = time.Duration(used + n*c.emission - capacity)
 		}
 	}
-	return d
 }
 
 // u128 is an unsigned 128-bit number.
