@@ -260,3 +260,27 @@ func servedHere(m *member, id string) bool {
 	defer sh.mu.Unlock()
 	return m.cl.vs[v].state == vsActive
 }
+
+// loneMember returns a System of 4 shards and, not joined, a member "b" of
+// it with 8 vshards (cc's other fields as given), holding lease 7 for an
+// hour: for a test that drives the member's steps itself, without its
+// loops (cc.Etcd may be unreachable when it reads nothing from etcd).
+func loneMember(t *testing.T, cc ClusterConfig) (*System, *cluster) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Start(ctx, Config{Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(ctx) })
+	cc.Listen, cc.VShards = "127.0.0.1:0", 8
+	cc, err = cc.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := newCluster(s, cc)
+	cl.id = "b"
+	cl.lease.Store(7)
+	cl.extend(cl.mono(), time.Now(), time.Hour)
+	return s, cl
+}

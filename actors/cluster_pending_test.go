@@ -25,20 +25,8 @@ func TestClusterCopyKeptAcrossAWholeRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	etcd := etcdtest.Start(t)
-	s, err := Start(ctx, Config{Shards: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop(ctx) })
-	cc, err := ClusterConfig{Etcd: []string{etcd.URL}, Listen: "127.0.0.1:0", VShards: 8, Name: "pending"}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := newCluster(s, cc)
-	cl.id = "b"
-	cl.lease.Store(7)
-	cl.extend(cl.mono(), time.Now(), time.Hour)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cc.Etcd, DialTimeout: 5 * time.Second})
+	s, cl := loneMember(t, ClusterConfig{Etcd: []string{etcd.URL}, Name: "pending"})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cl.cfg.Etcd, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,20 +186,7 @@ func TestClusterReloginFollowsTheMovesMadeMeanwhile(t *testing.T) {
 // not resume the vshards such a view says are its own.
 func TestClusterResumesNothingBeforeItsViewShowsItsLease(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s, err := Start(ctx, Config{Shards: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop(ctx) })
-	cc, err := ClusterConfig{Etcd: []string{"http://127.0.0.1:1"}, Listen: "127.0.0.1:0", VShards: 8}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := newCluster(s, cc)
-	cl.id = "b"
-	cl.lease.Store(7)
-	cl.extend(cl.mono(), time.Now(), time.Hour)
+	_, cl := loneMember(t, ClusterConfig{Etcd: []string{"http://127.0.0.1:1"}})
 	for v := range cl.vs {
 		cl.vs[v].state = vsStale // its buckets kept when etcd expired lease 5
 	}
