@@ -1,10 +1,12 @@
 package resp
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"runtime/debug"
@@ -96,8 +98,9 @@ type session struct {
 	authed bool
 	name   string
 
-	// The read being answered: its commands, and their replies in order.
-	cmds  []redcon.Command
+	// The read being answered: the arguments of its command being parsed
+	// (pointing into the connection's buffer), and its replies in order.
+	args  [][]byte
 	items []item
 	out   []byte // the bytes of the replies that are ready, one after another
 	// The checks of the read waiting to be decided in one pass.
@@ -133,33 +136,95 @@ func (c *check) req() table.Request {
 	return c.nat.req
 }
 
-// handle is redcon's handler. It takes the first command of a read and the
-// rest of that read's pipeline, answers them in order, the checks among
-// them decided in one pass, and leaves redcon to flush the replies.
-func (s *Server) handle(rc redcon.Conn, first redcon.Command) {
-	st := rc.Context().(*session)
+// serveConn serves a connection until it closes: each read's whole frames
+// are answered together, the checks among them decided in one pass, and
+// their replies written in one write.
+func (s *Server) serveConn(c *frameConn) {
+	defer func() { _ = c.Close() }()
+	st := &session{id: s.nextID.Add(1), authed: s.opts.Password == ""}
+	for {
+		frames, err := c.frames()
+		if err != nil {
+			return
+		}
+		more := s.serveFrames(c, st, frames)
+		c.consume(len(frames))
+		if err := c.flushOut(); err != nil || !more {
+			return
+		}
+	}
+}
+
+// serveFrames answers the commands of frames, whole frames as the scanner
+// passed them, in order; it returns false when the connection is to close
+// (QUIT, a frame that does not parse, a panic), with the replies queued.
+func (s *Server) serveFrames(c *frameConn, st *session, frames []byte) (more bool) {
 	defer func() {
 		// A broken invariant costs its connection, not the process.
 		if r := recover(); r != nil {
 			s.log.Error("resp: panic serving a connection; closing it", "panic", r, "stack", string(debug.Stack()))
-			rc.WriteError("ERR internal error; the connection is closed")
-			_ = rc.Close()
+			c.queue([]byte("-ERR internal error; the connection is closed\r\n"))
+			more = false
 		}
+		clear(st.args) // keep no argument past its read
 	}()
-	st.cmds = append(append(st.cmds[:0], first), rc.ReadPipeline()...)
-	for _, cmd := range st.cmds {
-		if !s.command(rc, st, cmd.Args) {
-			break
+	for len(frames) > 0 {
+		args, rest, err := parseFrame(frames, st.args[:0])
+		frames = rest
+		if err != nil {
+			// redcon's verdict on an inline command: answered in its place.
+			s.flush(c, st)
+			c.queue(appendError(nil, "ERR "+err.Error()))
+			return false
+		}
+		if len(args) == 0 {
+			continue // an empty inline line, which Redis skips too
+		}
+		st.args = args
+		if !s.command(c, st, args) {
+			s.flush(c, st)
+			return false
 		}
 	}
-	s.flush(rc, st)
-	clear(st.cmds) // keep no command past its read
-	st.cmds = st.cmds[:0]
+	s.flush(c, st)
+	return true
+}
+
+// parseFrame parses the first frame of frames (whole frames, as the
+// scanner passed them) into args and returns the frames after it. An array
+// frame is parsed by redcon.ReadNextCommand into args pointing into
+// frames; an inline command (a line, rare: typed by hand) by redcon.Parse,
+// which copies it. An inline line of nothing but spaces has no arguments.
+func parseFrame(frames []byte, args [][]byte) ([][]byte, []byte, error) {
+	if frames[0] == '*' {
+		complete, args, _, rest, err := redcon.ReadNextCommand(frames, args)
+		if err == nil && !complete {
+			// The scanner passed it whole: a disagreement is a broken invariant.
+			panic(fmt.Sprintf("resp: redcon found no whole frame in %d bytes the scanner passed", len(frames)))
+		}
+		return args, rest, err
+	}
+	end := bytes.IndexByte(frames, '\n') + 1
+	if end == 0 {
+		panic("resp: an inline frame the scanner passed has no line end")
+	}
+	line, rest := frames[:end-1], frames[end:]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	if len(bytes.TrimLeft(line, " ")) == 0 {
+		return args[:0], rest, nil
+	}
+	cmd, err := redcon.Parse(frames[:end])
+	if err != nil {
+		return args[:0], rest, err
+	}
+	return append(args[:0], cmd.Args...), rest, nil
 }
 
 // command answers one command, or queues it for the batch; it returns
 // false when the connection is to close (QUIT).
-func (s *Server) command(rc redcon.Conn, st *session, args [][]byte) bool {
+func (s *Server) command(c *frameConn, st *session, args [][]byte) bool {
 	s.stats.commands.Add(1)
 	id := lookup(args[0])
 	switch {
@@ -186,15 +251,13 @@ func (s *Server) command(rc redcon.Conn, st *session, args [][]byte) bool {
 		}
 		s.queue(st, check{cmd: id, nat: nat})
 	case cmdRefund, cmdRefundRule:
-		s.refund(rc, st, id, args)
+		s.refund(c, st, id, args)
 	case cmdQuit:
 		s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
-		s.flush(rc, st)
-		_ = rc.Close()
 		return false
 	case cmdInfo:
 		// INFO counts the checks before it: decide them first.
-		s.flush(rc, st)
+		s.flush(c, st)
 		s.info(st, args)
 	default:
 		s.connCommand(st, id, args)
@@ -222,7 +285,7 @@ func (s *Server) replyErr(st *session, id cmdID, res Result, msg string) {
 
 // flush decides the queued checks in one pass and writes every reply of
 // the read so far, in order.
-func (s *Server) flush(rc redcon.Conn, st *session) {
+func (s *Server) flush(c *frameConn, st *session) {
 	if len(st.checks) > 0 {
 		s.decide(st)
 	}
@@ -230,14 +293,14 @@ func (s *Server) flush(rc redcon.Conn, st *session) {
 	b := st.scratch
 	for _, it := range st.items {
 		if it.check < 0 {
-			rc.WriteRaw(st.out[start:it.end])
+			c.queue(st.out[start:it.end])
 			start = it.end
 			s.obs.Command(cmdNames[it.cmd], it.res)
 			continue
 		}
 		var res Result
 		b, res = s.appendCheck(b[:0], &st.checks[it.check])
-		rc.WriteRaw(b)
+		c.queue(b)
 		s.obs.Command(cmdNames[it.cmd], res)
 	}
 	st.scratch = b[:0]
@@ -358,13 +421,13 @@ func (s *Server) failure(op string, err error) (string, Result) {
 
 // refund answers RL.REFUND or RL.REFUNDRULE after the checks before it, so
 // that its effect falls in its place.
-func (s *Server) refund(rc redcon.Conn, st *session, id cmdID, args [][]byte) {
+func (s *Server) refund(c *frameConn, st *session, id cmdID, args [][]byte) {
 	nat, msg := parseNative(args, id == cmdRefundRule, true, s.opts.Rules)
 	if msg != "" {
 		s.replyErr(st, id, ResultInvalid, msg)
 		return
 	}
-	s.flush(rc, st)
+	s.flush(c, st)
 	d, err := s.checker.Refund(s.ctx, nat.req)
 	if err != nil {
 		msg, res := s.failure(cmdNames[id], err)

@@ -11,30 +11,39 @@ import (
 )
 
 // readChunk is the most bytes a connection reads from its socket at once,
-// and the most it holds back while waiting for the end of a frame.
+// and the size of its read buffer while no frame is longer.
 const readChunk = 4096
 
-// frameConn is a client connection as redcon sees it. Its Read hands redcon
-// whole frames only (a frame longer than readChunk in pieces, the last
-// ending with the frame), so that redcon's buffer is empty after each
-// batch and never grows past about twice the longest frame the limits
-// allow; it enforces those limits and the read and idle timeouts, answers
-// a violation with a Redis protocol error and then fails the read, which
-// closes the connection. It also lets the server drain the connection: a
-// read after Shutdown began returns io.EOF, and a read already waiting is
-// woken to return it. Its socket is read and written through rw: on
-// Linux, a plain TCP connection's rawIO (rawio_linux.go).
+// maxKeptOut is the most room a connection keeps for its replies between
+// reads; a larger buffer, grown for a long pipeline or a long reply, is let
+// go once written.
+const maxKeptOut = 8 << 10
+
+// frameConn is a client connection. It reads the socket into its own
+// buffer and hands the server whole frames in place (frames), which the
+// server parses with redcon.ReadNextCommand into arguments that point into
+// that buffer: no command is copied and nothing is allocated per command.
+// It enforces the argument count, bulk size and inline length limits and
+// the read and idle timeouts as the bytes arrive, answers a violation with
+// a Redis protocol error and then fails, which closes the connection. A
+// frame longer than the buffer grows it (the limits bound a frame), and
+// the buffer goes back to readChunk once that frame is served. It also lets
+// the server drain the connection: a read after Shutdown began returns
+// io.EOF, and a read already waiting is woken to return it. Its socket is
+// read and written through rw: on Linux, a plain TCP connection's rawIO
+// (rawio_linux.go). The replies of a read wait in out until flushOut.
 type frameConn struct {
 	net.Conn
 	srv *Server
 	sc  scanner
 
-	buf  [readChunk]byte
-	r, w int // buf[r:w] is read from the socket and not yet handed on
+	buf  []byte
+	r, w int // buf[r:w] is read from the socket and not yet served
 	cut  int // buf[r:cut] holds whole frames; cut ≤ r when none
+	out  []byte
 
 	// err, once set, is returned after the whole frames before it are
-	// handed on; a protocol error is answered first (perr).
+	// served; a protocol error is answered first (perr).
 	err  error
 	perr *protoError
 	// frameStart is when the first byte of the unfinished frame arrived.
@@ -52,34 +61,37 @@ type frameConn struct {
 }
 
 func newFrameConn(nc net.Conn, s *Server) *frameConn {
-	c := &frameConn{Conn: nc, srv: s}
+	c := &frameConn{Conn: nc, srv: s, buf: make([]byte, readChunk)}
 	c.tc, _ = nc.(*tls.Conn)
 	c.rw = socketIO(nc)
 	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
 	return c
 }
 
-// Read implements net.Conn for redcon's reader.
-func (c *frameConn) Read(p []byte) (int, error) {
+// frames returns the whole frames read and not yet consumed, reading the
+// socket until there is at least one. They stay valid, and in place, until
+// consume. Once no whole frame is left before a fault, it answers a
+// protocol error (once) and returns the error that ends the connection.
+func (c *frameConn) frames() ([]byte, error) {
 	for {
 		if c.cut > c.r {
-			n := copy(p, c.buf[c.r:c.cut])
-			c.consume(n)
-			return n, nil
+			return c.buf[c.r:c.cut], nil
 		}
 		if c.err != nil {
-			return 0, c.fail()
+			return nil, c.fail()
 		}
 		if c.w == len(c.buf) {
 			if c.r == 0 {
-				// One frame longer than the buffer: hand its head on.
-				n := copy(p, c.buf[:c.w])
-				c.consume(n)
-				return n, nil
+				// One frame longer than the buffer: room for the rest of it.
+				// The scanner has bounded it by the limits, so this stops.
+				nb := make([]byte, 2*len(c.buf))
+				copy(nb, c.buf[:c.w])
+				c.buf = nb
+			} else {
+				c.w = copy(c.buf, c.buf[c.r:c.w])
+				c.cut -= c.r
+				c.r = 0
 			}
-			c.w = copy(c.buf[:], c.buf[c.r:c.w])
-			c.cut -= c.r
-			c.r = 0
 		}
 		n, err := c.readSocket(c.buf[c.w:])
 		if n > 0 {
@@ -92,7 +104,7 @@ func (c *frameConn) Read(p []byte) (int, error) {
 				c.frameStart = time.Now()
 			}
 			if perr != nil {
-				// Hand on the whole frames before the fault; drop the rest.
+				// Serve the whole frames before the fault; drop the rest.
 				c.perr, _ = perr.(*protoError)
 				c.err = perr
 				c.w = max(c.cut, c.r)
@@ -106,12 +118,32 @@ func (c *frameConn) Read(p []byte) (int, error) {
 	}
 }
 
-// consume marks n bytes handed on.
+// consume marks the first n bytes of frames served. A buffer grown for a
+// long frame is let go once empty.
 func (c *frameConn) consume(n int) {
 	c.r += n
 	if c.r == c.w {
 		c.r, c.w, c.cut = 0, 0, 0
+		if len(c.buf) > readChunk {
+			c.buf = make([]byte, readChunk)
+		}
 	}
+}
+
+// queue adds b to the replies waiting to be written.
+func (c *frameConn) queue(b []byte) { c.out = append(c.out, b...) }
+
+// flushOut writes the replies waiting, in one write.
+func (c *frameConn) flushOut() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	_, err := c.Write(c.out)
+	c.out = c.out[:0]
+	if cap(c.out) > maxKeptOut {
+		c.out = nil
+	}
+	return err
 }
 
 // Bounds of the lingering close after a protocol error.
@@ -228,17 +260,17 @@ func (c *frameConn) Close() error {
 	return err
 }
 
-// listener is the net.Listener redcon serves: it caps the connections,
-// wraps each in a frameConn, retries temporary accept errors after a pause,
-// and, once the server shuts down, holds redcon's accept loop until every
-// connection has drained (redcon closes them all when its loop ends).
+// listener accepts the server's connections: it caps them, wraps each in
+// a frameConn, retries temporary accept errors after a pause, and, once
+// the server shuts down, returns only when every connection has drained,
+// so that Serve returns after the last of them.
 type listener struct {
 	net.Listener
 	srv *Server
 }
 
-// Accept implements net.Listener.
-func (l *listener) Accept() (net.Conn, error) {
+// accept returns the next connection admitted.
+func (l *listener) accept() (*frameConn, error) {
 	var pause time.Duration
 	for {
 		nc, err := l.Listener.Accept()

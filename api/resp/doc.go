@@ -1,9 +1,9 @@
 // Package resp is the Redis protocol (RESP2) transport of ratelimitd: a
-// server, built on github.com/tidwall/redcon, that answers redis-cell's
-// CL.THROTTLE byte for byte, native RL.* commands with check_rate's
-// semantics, and what Redis clients send when they connect, so that an app
-// already limiting through Redis points its client here and changes
-// nothing else.
+// server, built on github.com/tidwall/redcon's RESP parser and writers,
+// that answers redis-cell's CL.THROTTLE byte for byte, native RL.*
+// commands with check_rate's semantics, and what Redis clients send when
+// they connect, so that an app already limiting through Redis points its
+// client here and changes nothing else.
 //
 // # CL.THROTTLE
 //
@@ -125,12 +125,18 @@
 //
 // # Limits
 //
-// Each connection holds about 12 KiB of buffers, more only while it reads
-// a long command. A command has at most Options.MaxArgs arguments (32),
-// each at most Options.MaxBulk bytes (4096, above table.MaxIDLen so an
-// over-long id gets its ERR reply), an inline command a line of at most
-// Options.MaxInline bytes (16 KiB): redcon enforces none of these, so the
-// server checks the frames as they arrive, before redcon buffers them. A
+// Each connection reads into a buffer of 4 KiB, grown only while it reads
+// a longer command and let go after it, and keeps at most 8 KiB of room
+// for its replies between reads. A command has at most Options.MaxArgs
+// arguments (32), each at most Options.MaxBulk bytes (4096, above
+// table.MaxIDLen so an over-long id gets its ERR reply), an inline command
+// a line of at most Options.MaxInline bytes (16 KiB): the server checks the
+// frames as the bytes arrive, before it reads more, and hands redcon
+// (redcon.ReadNextCommand) only whole frames, whose arguments it parses in
+// place: serving a command copies none of it and allocates nothing but
+// what its check keeps (the id). Its own server loop would copy each
+// command and allocate its arguments (about 500 bytes a command, measured),
+// so the package serves the connections itself. A
 // command over a limit, or not RESP, is answered with Redis's "ERR Protocol
 // error: ..." and its connection is closed; the others go on. At most
 // Options.MaxConns connections are open (10000); one more is answered "ERR

@@ -40,11 +40,10 @@ func (nopChecker) Refund(context.Context, table.Request) (table.Decision, error)
 	return table.Decision{}, nil
 }
 
-// TestFrameConnWholeFrames checks that reads hand redcon whole frames
-// when a write splits one, so that redcon's buffer is empty after each
-// batch (redcon v1.6.4 only shrinks it then, and otherwise doubles it
-// whenever a frame straddles its end), and that a frame longer than the
-// read buffer comes in pieces, the last ending with it.
+// TestFrameConnWholeFrames checks that frames hands on whole frames only
+// when a write splits one, and that a frame longer than the read buffer
+// grows it until the frame is whole, the buffer going back to readChunk
+// once that frame is consumed.
 func TestFrameConnWholeFrames(t *testing.T) {
 	t.Parallel()
 	fc, client := pipeConn(t, Options{MaxBulk: 1 << 20})
@@ -57,41 +56,38 @@ func TestFrameConnWholeFrames(t *testing.T) {
 			}
 		}
 	}()
-	read := func() string {
-		buf := make([]byte, 2*readChunk)
-		n, err := fc.Read(buf)
+	next := func() string {
+		b, err := fc.frames()
 		if err != nil {
-			t.Fatalf("Read: %v", err)
+			t.Fatalf("frames: %v", err)
 		}
-		return string(buf[:n])
+		got := string(b)
+		fc.consume(len(b))
+		return got
 	}
 	for i, want := range []string{"PING\r\n", "PING\r\n", "*1\r\n$4\r\nPING\r\n"} {
-		if got := read(); got != want {
+		if got := next(); got != want {
 			t.Fatalf("read %d: got %q, want %q", i, got, want)
 		}
 	}
-	var got string
-	for len(got) < len(long) {
-		piece := read()
-		if len(piece) > readChunk {
-			t.Fatalf("a piece of %d bytes, more than the buffer", len(piece))
-		}
-		got += piece
+	if got := next(); got != long {
+		t.Fatalf("the long frame came back as %d bytes, want %d", len(got), len(long))
 	}
-	if got != long {
-		t.Fatalf("the long frame came back as %d bytes ending %q, want %d ending %q", len(got), got[len(got)-10:], len(long), long[len(long)-10:])
-	}
-	if got := read(); got != "PING\r\n" {
+	if got := next(); got != "PING\r\n" {
 		t.Errorf("after the long frame: got %q", got)
+	}
+	if len(fc.buf) != readChunk {
+		t.Errorf("the buffer holds %d bytes after the long frame, want %d", len(fc.buf), readChunk)
 	}
 }
 
-// TestFrameConnRedconBuffer feeds redcon's reader through a frameConn, a
-// few bytes at a time, and checks that every command comes out whole.
-func TestFrameConnRedconBuffer(t *testing.T) {
+// TestFrameConnParse feeds a stream through a frameConn a few bytes at a
+// time and parses what frames hands on, as the server does: every command
+// comes out whole, its arguments in place.
+func TestFrameConnParse(t *testing.T) {
 	t.Parallel()
 	fc, client := pipeConn(t, Options{})
-	stream := strings.Repeat(frameBytes("CL.THROTTLE", "k", "1", "2", "3")+"PING x\r\n", 300)
+	stream := strings.Repeat(frameBytes("CL.THROTTLE", "k", "1", "2", "3")+"PING x\r\n", 300) + "  \r\n"
 	go func() {
 		for i := 0; i < len(stream); i += 7 {
 			if _, err := client.Write([]byte(stream[i:min(i+7, len(stream))])); err != nil {
@@ -100,24 +96,35 @@ func TestFrameConnRedconBuffer(t *testing.T) {
 		}
 		_ = client.Close()
 	}()
-	rd := redcon.NewReader(fc)
 	var n int
+	var args [][]byte
 	for {
-		cmd, err := rd.ReadCommand()
+		frames, err := fc.frames()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := "CL.THROTTLE k 1 2 3"
-		if n%2 == 1 {
-			want = "PING x"
+		for rest := frames; len(rest) > 0; {
+			var perr error
+			args, rest, perr = parseFrame(rest, args[:0])
+			if perr != nil {
+				t.Fatal(perr)
+			}
+			if len(args) == 0 {
+				continue // the blank line at the end
+			}
+			want := "CL.THROTTLE k 1 2 3"
+			if n%2 == 1 {
+				want = "PING x"
+			}
+			if got := string(bytes.Join(args, []byte(" "))); got != want {
+				t.Fatalf("command %d: got %q, want %q", n, got, want)
+			}
+			n++
 		}
-		if got := string(bytes.Join(cmd.Args, []byte(" "))); got != want {
-			t.Fatalf("command %d: got %q, want %q", n, got, want)
-		}
-		n++
+		fc.consume(len(frames))
 	}
 	if n != 600 {
 		t.Errorf("got %d commands, want 600", n)
@@ -163,7 +170,9 @@ func TestScannerLimits(t *testing.T) {
 }
 
 // FuzzScanner checks that every array frame the scanner passes is one
-// redcon parses into as many arguments as it announces.
+// redcon parses into as many arguments as it announces, and that the
+// server's parseFrame, in place, gives the arguments redcon.Parse gives,
+// for inline frames too, and nothing after the frame.
 func FuzzScanner(f *testing.F) {
 	for _, seed := range []string{
 		frameBytes("CL.THROTTLE", "k", "1", "2", "3"),
@@ -191,6 +200,7 @@ func FuzzScanner(f *testing.F) {
 			if s.mid() {
 				t.Fatalf("%q: scanner mid-frame after a frame end", fr)
 			}
+			checkParseFrame(t, fr)
 			if fr[0] != '*' {
 				continue
 			}
@@ -209,6 +219,42 @@ func FuzzScanner(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkParseFrame checks parseFrame on fr, one whole frame the scanner
+// passed, followed by more bytes, against redcon.Parse.
+func checkParseFrame(t *testing.T, fr []byte) {
+	t.Helper()
+	after := []byte("*1\r\n$4\r\nPING\r\n")
+	in := append(append([]byte(nil), fr...), after...)
+	args, rest, err := parseFrame(in, nil)
+	if !bytes.Equal(rest, after) {
+		t.Fatalf("%q: parseFrame left %q, want %q", fr, rest, after)
+	}
+	cmd, rerr := redcon.Parse(fr)
+	switch {
+	case fr[0] != '*' && len(bytes.TrimLeft(bytes.TrimSuffix(bytes.TrimSuffix(fr, []byte("\n")), []byte("\r")), " ")) == 0:
+		// A blank line: redcon.Parse finds no command in it; the server skips it.
+		if len(args) != 0 || err != nil {
+			t.Fatalf("%q: a blank line parsed as %q, %v", fr, args, err)
+		}
+	case err != nil || rerr != nil:
+		if (err == nil) != (rerr == nil) || fr[0] == '*' {
+			t.Fatalf("%q: parseFrame says %v, redcon.Parse %v", fr, err, rerr)
+		}
+		if err.Error() != rerr.Error() {
+			t.Fatalf("%q: parseFrame says %q, redcon.Parse %q", fr, err, rerr)
+		}
+	default:
+		if len(args) != len(cmd.Args) {
+			t.Fatalf("%q: parseFrame gave %d arguments, redcon.Parse %d", fr, len(args), len(cmd.Args))
+		}
+		for i := range args {
+			if !bytes.Equal(args[i], cmd.Args[i]) {
+				t.Fatalf("%q: argument %d is %q, redcon.Parse's %q", fr, i, args[i], cmd.Args[i])
+			}
+		}
+	}
 }
 
 // FuzzCommand checks the mapping of a command's frame to its check: bad

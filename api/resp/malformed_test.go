@@ -188,7 +188,7 @@ func TestLimits(t *testing.T) {
 	}
 	cases := []struct {
 		send, want string
-		alone      bool // redcon drops the commands read with it
+		alone      bool // sent without a command before it
 	}{
 		{frame(args13...), "-ERR Protocol error: invalid multibulk length\r\n", false},
 		{frame("ECHO", strings.Repeat("e", 2001)), "-ERR Protocol error: invalid bulk length\r\n", false},
@@ -197,7 +197,7 @@ func TestLimits(t *testing.T) {
 		{"*1\r\n$4\r\nPINGX\r\n", "-ERR Protocol error: invalid bulk length\r\n", false},
 		{"*0\r\n", "-ERR Protocol error: invalid multibulk length\r\n", false},
 		{"*1\r\n$-1\r\n", "-ERR Protocol error: invalid bulk length\r\n", false},
-		{"PING 'a\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n", true}, // redcon's own check
+		{"PING 'a\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n", true}, // redcon's own check, not the scanner's
 	}
 	for _, tc := range cases {
 		c := dialRaw(t, addr)
@@ -325,4 +325,23 @@ func TestTimeouts(t *testing.T) {
 		t.Errorf("an idle connection: got %q, %v; want it closed", got, err)
 	}
 	waitFor(t, "the idle timeout observed", func() bool { return obs2.conn(resp.ConnTimedOut) == 1 })
+}
+
+// TestInlineErrorAfterCommands checks that the commands read with an
+// inline command redcon cannot parse are answered first, in order, as
+// Redis answers them, then the protocol error, then the connection closes.
+func TestInlineErrorAfterCommands(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	_, addr := startServer(t, resp.Options{Checker: sys})
+	c := dialRaw(t, addr)
+	c.send(frame("PING") + "ECHO x\r\n" + frame("CL.THROTTLE", "k", "0", "1", "60") + "PING 'a\r\n" + frame("PING"))
+	for i, want := range []string{"+PONG\r\n", "$1\r\nx\r\n", ints(0, 1, 0, -1, 60), "-ERR Protocol error: unbalanced quotes in request\r\n"} {
+		if got := c.mustReply(); got != want {
+			t.Errorf("reply %d: got %q, want %q", i, got, want)
+		}
+	}
+	if got, err := c.reply(); !errors.Is(err, io.EOF) {
+		t.Errorf("then got %q, %v; want the connection closed", got, err)
+	}
 }

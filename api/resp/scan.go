@@ -2,11 +2,12 @@ package resp
 
 // scanner follows the RESP frames of a connection's byte stream, as redcon
 // will parse them, without holding them: it finds where each frame ends
-// and enforces the argument count, bulk size and inline length limits
-// before redcon buffers anything. It accepts a subset of what redcon
-// accepts (lengths are plain digits), so that every frame it passes is one
-// redcon parses the same way, and redcon never waits for more than a
-// bounded frame.
+// and enforces the argument count, bulk size and inline length limits as
+// the bytes arrive, before the connection reads more. It accepts a subset
+// of what redcon accepts (lengths are plain digits, an array has at least
+// one element), so that every frame it passes is one redcon parses the
+// same way, whole, and a connection never buffers more than a bounded
+// frame.
 type scanner struct {
 	maxArgs, maxBulk, maxInline int64
 

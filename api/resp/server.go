@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -241,15 +239,19 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 	defer close(s.served)
 
-	rs := redcon.NewServer(ln.Addr().String(), s.handle, s.accept, nil)
-	err := rs.Serve(&listener{Listener: ln, srv: s})
-	if s.isClosing() {
-		return ErrServerClosed
+	l := &listener{Listener: ln, srv: s}
+	for {
+		c, err := l.accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			_ = ln.Close()
+			s.closeConns() // ln was closed under us, or failed for good
+			return err
+		}
+		go s.serveConn(c)
 	}
-	if err == nil {
-		err = net.ErrClosed // ln was closed under us
-	}
-	return err
 }
 
 // Addr returns the address being served, or nil before Serve.
@@ -312,6 +314,12 @@ func (s *Server) beginClose() {
 // closeAll closes every connection and cancels the checks in progress.
 func (s *Server) closeAll() {
 	s.cancel()
+	s.closeConns()
+	<-s.drained
+}
+
+// closeConns closes every connection.
+func (s *Server) closeConns() {
 	s.mu.Lock()
 	conns := make([]*frameConn, 0, len(s.conns))
 	for c := range s.conns {
@@ -321,7 +329,6 @@ func (s *Server) closeAll() {
 	for _, c := range conns {
 		_ = c.Close()
 	}
-	<-s.drained
 }
 
 // waitServed waits for Serve to return, if it was called.
@@ -428,10 +435,4 @@ func (s *Server) forget(c *frameConn) {
 		s.stats.connsOpen.Add(-1)
 		s.obs.Conn(ConnClosed)
 	}
-}
-
-// accept is redcon's accept callback: it gives the connection its session.
-func (s *Server) accept(rc redcon.Conn) bool {
-	rc.SetContext(&session{id: s.nextID.Add(1), authed: s.opts.Password == ""})
-	return true
 }
