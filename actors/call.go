@@ -130,10 +130,10 @@ func (s *System) queue(ctx context.Context, sh *shard, c *call) error {
 	return nil
 }
 
-// serveOwn decides the check req (of hash h, idHash(req.ID)) on the
-// caller's goroutine, its answer into r, if the caller can have its shard
-// sh (as serveDirect), with the checks queued meanwhile, and reports
-// whether it did. Nothing queued, the check is decided alone, without a
+// serveOwn decides the check req (of hash h, idHash(req.ID), or 0 where
+// nothing needs it: see System.route) on the caller's goroutine, its
+// answer into r, if the caller can have its shard sh (as serveDirect),
+// with the checks queued meanwhile, and reports whether it did. Nothing queued, the check is decided alone, without a
 // call; else it travels in the shard's own call, which only the holder of
 // sh.mu uses. Either way a check its caller serves takes no call from the
 // pool and no channel.

@@ -54,7 +54,7 @@ func (s *System) CheckEach(ctx context.Context, reqs []table.Request, decs []tab
 			fail(i, err)
 			continue
 		}
-		order = append(order, uint64(shardOf(reqs[i].ID, len(s.shards)))<<32|uint64(i))
+		order = append(order, uint64(s.shardIndexOf(reqs[i].ID))<<32|uint64(i))
 	}
 	if err := ctx.Err(); err != nil {
 		for _, e := range order {

@@ -389,8 +389,7 @@ func (s *System) reserve(ctx context.Context, req *table.Request, r *table.Reser
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		h := idHash(req.ID)
-		sh := s.shardOfHash(h)
+		sh, h := s.route(req.ID)
 		if served, err := s.serveOwn(sh, ctx.Done() == nil, req, h, r); served {
 			return err
 		}
@@ -559,7 +558,7 @@ func (s *System) checkAllLocalInto(ctx context.Context, reqs []table.Request, a 
 		order = make([]uint64, 0, len(reqs))
 	}
 	for i, req := range reqs {
-		order = append(order, uint64(s.shardIndex(idHash(req.ID)))<<32|uint64(i))
+		order = append(order, uint64(s.shardIndexOf(req.ID))<<32|uint64(i))
 	}
 	slices.Sort(order)
 	held := heldBuf[:0]
