@@ -24,10 +24,11 @@ func (s *System) hold(held []*shard) error {
 }
 
 // decideAll decides the requests of a batch on the shards held, which it
-// releases, and journals what was kept. See CheckAll.
+// releases, and journals what was kept; tags[i] is the hash of reqs[i].ID
+// in its shard's table (Table.Hash). See CheckAll.
 //
 // With wins (cluster mode), each check's Reservation.Window goes there.
-func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, decs []table.Decision, wins []int64) (allowed bool, err error) {
+func (s *System) decideAll(held []*shard, order, tags []uint64, reqs []table.Request, decs []table.Decision, wins []int64) (allowed bool, err error) {
 	now := s.cfg.Clock.Now()
 	allowed = true
 	// Where the batch is, for a panic to be handled: held[cur] is being
@@ -78,7 +79,7 @@ func (s *System) decideAll(held []*shard, order []uint64, reqs []table.Request, 
 			if s.cfg.applyHook != nil {
 				s.cfg.applyHook(reqs[i])
 			}
-			tag := t.Hash(reqs[i].ID)
+			tag := tags[i]
 			if wins != nil {
 				var r table.Reservation
 				t.ReserveHashedTo(&r, &reqs[i], tag, now)

@@ -549,16 +549,21 @@ func (s *System) checkAllLocal(ctx context.Context, reqs []table.Request, a *all
 // decisions are then not made).
 func (s *System) checkAllLocalInto(ctx context.Context, reqs []table.Request, a *allCall, decs []table.Decision) (allowed, decided bool, err error) {
 	// order holds shard<<32 | index of each request: sorted, it lists the
-	// requests shard by shard, each shard's in their order. Both it and
-	// held live on the stack for a batch of up to allStack requests.
-	var orderBuf [allStack]uint64
+	// requests shard by shard, each shard's in their order; tags holds each
+	// id's hash in its shard's table (every table has the seed idSeed),
+	// made before the shards are taken, so that they are held for less.
+	// They and held live on the stack for a batch of up to allStack
+	// requests.
+	var orderBuf, tagsBuf [allStack]uint64
 	var heldBuf [allStack]*shard
-	order := orderBuf[:0]
+	order, tags := orderBuf[:0], tagsBuf[:0]
 	if len(reqs) > allStack {
-		order = make([]uint64, 0, len(reqs))
+		order, tags = make([]uint64, 0, len(reqs)), make([]uint64, 0, len(reqs))
 	}
-	for i, req := range reqs {
-		order = append(order, uint64(s.shardIndexOf(req.ID))<<32|uint64(i))
+	for i := range reqs {
+		id := reqs[i].ID
+		order = append(order, uint64(s.shardIndexOf(id))<<32|uint64(i))
+		tags = append(tags, maphash.String(*s.cfg.idSeed, id))
 	}
 	slices.Sort(order)
 	held := heldBuf[:0]
@@ -584,7 +589,7 @@ func (s *System) checkAllLocalInto(ctx context.Context, reqs []table.Request, a 
 		wins = make([]int64, len(reqs))
 		a.wins = wins
 	}
-	allowed, err = s.decideAll(held, order, reqs, decs, wins)
+	allowed, err = s.decideAll(held, order, tags, reqs, decs, wins)
 	if a != nil && err == nil {
 		err = s.cl.lapsedErr()
 	}
