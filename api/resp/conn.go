@@ -48,11 +48,15 @@ type frameConn struct {
 	perr *protoError
 	// frameStart is when the first byte of the unfinished frame arrived.
 	frameStart time.Time
+	// want is the read deadline the connection's state calls for, armed
+	// the one set on the socket (see readSocket); both under mu.
+	want, armed time.Time
 	// tc is the TLS connection until its handshake is done, else nil.
 	tc *tls.Conn
 	// rw reads and writes the socket (socketIO): the connection itself,
-	// or its raw I/O.
+	// or its raw I/O; lw is rw when it is a lazyWriter.
 	rw io.ReadWriter
+	lw lazyWriter
 
 	mu       sync.Mutex
 	reading  bool // blocked in a socket read
@@ -64,6 +68,7 @@ func newFrameConn(nc net.Conn, s *Server) *frameConn {
 	c := &frameConn{Conn: nc, srv: s, buf: make([]byte, readChunk)}
 	c.tc, _ = nc.(*tls.Conn)
 	c.rw = socketIO(nc)
+	c.lw, _ = c.rw.(lazyWriter)
 	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
 	return c
 }
@@ -173,52 +178,94 @@ func (c *frameConn) fail() error {
 // readSocket reads from the socket with the deadline the connection's
 // state calls for: the idle timeout between frames, the read timeout from
 // the first byte of a frame. It returns io.EOF once the server drains.
+//
+// Moving a socket's deadline costs a timer update, so an idle deadline
+// that is later than the one set by less than idleSlack is not set: the
+// earlier one may then fire first, and the read goes on to the one wanted
+// (no read ever ends before its deadline). A busy connection so moves its
+// deadline once every idleSlack instead of once a read.
 func (c *frameConn) readSocket(b []byte) (int, error) {
-	c.mu.Lock()
-	if c.draining {
+	retry := false
+	for {
+		c.mu.Lock()
+		if c.draining {
+			c.mu.Unlock()
+			return 0, io.EOF
+		}
+		switch {
+		case retry:
+			// c.want stands: the wait began before the early deadline.
+		case c.tc != nil:
+			// The handshake is the client's first frame: the read timeout bounds it.
+			c.want = time.Now().Add(c.srv.opts.ReadTimeout)
+		case c.sc.mid() || c.w > c.r:
+			c.want = c.frameStart.Add(c.srv.opts.ReadTimeout)
+		default:
+			c.want = c.idleDeadline()
+		}
+		if retry || !c.closeEnough() {
+			_ = c.Conn.SetReadDeadline(c.want)
+			c.armed = c.want
+		}
+		deadline := c.want
+		c.reading = true
 		c.mu.Unlock()
-		return 0, io.EOF
-	}
-	var deadline time.Time
-	switch {
-	case c.tc != nil:
-		// The handshake is the client's first frame: the read timeout bounds it.
-		deadline = time.Now().Add(c.srv.opts.ReadTimeout)
-	case c.sc.mid() || c.w > c.r:
-		deadline = c.frameStart.Add(c.srv.opts.ReadTimeout)
-	default:
-		deadline = c.idleDeadline()
-	}
-	_ = c.Conn.SetReadDeadline(deadline)
-	c.reading = true
-	c.mu.Unlock()
 
-	var n int
-	var err error
-	if c.tc != nil {
-		// The handshake both reads and writes: both wait at most the deadline.
-		_ = c.tc.SetWriteDeadline(deadline)
-		if err = c.tc.Handshake(); err == nil {
-			c.tc = nil
-			_ = c.Conn.SetReadDeadline(c.idleDeadline())
+		var n int
+		var err error
+		if c.tc != nil {
+			// The handshake both reads and writes: both wait at most the deadline.
+			_ = c.tc.SetWriteDeadline(deadline)
+			if err = c.tc.Handshake(); err == nil {
+				c.tc = nil
+				c.mu.Lock()
+				c.want = c.idleDeadline()
+				_ = c.Conn.SetReadDeadline(c.want)
+				c.armed = c.want
+				c.mu.Unlock()
+			}
 		}
-	}
-	if err == nil {
-		n, err = c.rw.Read(b)
-	}
+		if err == nil {
+			n, err = c.rw.Read(b)
+		}
 
-	c.mu.Lock()
-	c.reading = false
-	draining := c.draining
-	c.mu.Unlock()
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		if draining {
-			return n, io.EOF
+		c.mu.Lock()
+		c.reading = false
+		draining := c.draining
+		want := c.want
+		c.mu.Unlock()
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			switch {
+			case draining:
+				return n, io.EOF
+			case n == 0 && (want.IsZero() || time.Now().Before(want)):
+				retry = true // the deadline set came before the one wanted
+				continue
+			}
+			c.srv.obs.Conn(ConnTimedOut)
 		}
-		c.srv.obs.Conn(ConnTimedOut)
+		return n, err
 	}
-	return n, err
 }
+
+// closeEnough reports whether the read deadline set (armed) may stand for
+// the one wanted: it is the same, or an idle deadline earlier than it by
+// less than idleSlack. c.mu is held.
+func (c *frameConn) closeEnough() bool {
+	switch {
+	case c.armed.Equal(c.want):
+		return true
+	case c.armed.IsZero() || c.want.IsZero() || c.tc != nil || c.sc.mid() || c.w > c.r:
+		return false
+	}
+	ahead := c.want.Sub(c.armed)
+	return ahead > 0 && ahead < c.srv.opts.IdleTimeout/idleSlackDiv
+}
+
+// idleSlackDiv sets idleSlack, the most by which the idle deadline set may
+// come before the one wanted: IdleTimeout / idleSlackDiv (19 s of the
+// default 5 minutes).
+const idleSlackDiv = 16
 
 // idleDeadline is the read deadline of a connection between frames.
 func (c *frameConn) idleDeadline() time.Time {
@@ -228,10 +275,21 @@ func (c *frameConn) idleDeadline() time.Time {
 	return time.Time{}
 }
 
-// Write implements net.Conn, bounded by the write timeout.
+// Write implements net.Conn, bounded by the write timeout; a lazyWriter
+// sets the deadline only when the write has to wait for room.
 func (c *frameConn) Write(p []byte) (int, error) {
+	if c.lw != nil {
+		return c.lw.writeWithin(p, c.srv.opts.WriteTimeout)
+	}
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
 	return c.rw.Write(p)
+}
+
+// lazyWriter writes a socket within a timeout, setting the socket's write
+// deadline only when a write has to wait (rawIO): a write the socket's
+// buffer takes at once costs no timer.
+type lazyWriter interface {
+	writeWithin(b []byte, d time.Duration) (int, error)
 }
 
 // drain makes the connection's next read, or the one it is blocked in,
@@ -242,7 +300,8 @@ func (c *frameConn) drain() {
 	defer c.mu.Unlock()
 	c.draining = true
 	if c.reading {
-		_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
+		c.armed = time.Unix(1, 0)
+		_ = c.Conn.SetReadDeadline(c.armed)
 	}
 }
 

@@ -143,7 +143,9 @@
 // max number of clients reached" and closed. A command must arrive within
 // Options.ReadTimeout of its first byte (10 s), a connection that sends
 // nothing for Options.IdleTimeout is closed (5 min), and a batch of
-// replies must be written within Options.WriteTimeout (10 s).
+// replies must be written within Options.WriteTimeout (10 s) of the
+// moment it has to wait for room in the socket (a client that stops
+// reading its replies).
 //
 // With Options.TLSConfig every connection is TLS only: its handshake must
 // end within Options.ReadTimeout, and the refusal of a connection over the

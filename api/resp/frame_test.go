@@ -3,8 +3,10 @@ package resp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -349,4 +351,49 @@ func frameBytes(args ...string) string {
 		s += "$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n"
 	}
 	return s
+}
+
+// TestIdleDeadlineSetLazily checks the read deadlines of readSocket: reads
+// that come within the slack (IdleTimeout/idleSlackDiv) of each other
+// leave the socket's deadline where the first set it, and a read whose
+// deadline set is earlier than the one wanted goes on to the one wanted:
+// it never ends before it.
+func TestIdleDeadlineSetLazily(t *testing.T) {
+	t.Parallel()
+	const idle = 1600 * time.Millisecond // a slack of 100 ms
+	fc, client := pipeConn(t, Options{IdleTimeout: idle})
+	go func() {
+		for range 3 {
+			if _, err := client.Write([]byte("PING\r\n")); err != nil {
+				return
+			}
+		}
+	}()
+	var first time.Time
+	for i := range 3 {
+		b, err := fc.frames()
+		if err != nil {
+			t.Fatalf("frames %d: %v", i, err)
+		}
+		fc.consume(len(b))
+		if i == 0 {
+			first = fc.armed
+		}
+	}
+	if !fc.armed.Equal(first) || !fc.want.After(first) {
+		t.Fatalf("after three reads within the slack: deadline set %v, wanted %v; want the first (%v) kept and a later one wanted", fc.armed, fc.want, first)
+	}
+	// The deadline set comes 50 ms before the one the next read wants.
+	start := time.Now()
+	fc.mu.Lock()
+	fc.armed = start.Add(idle - 50*time.Millisecond)
+	_ = fc.Conn.SetReadDeadline(fc.armed)
+	fc.mu.Unlock()
+	_, err := fc.frames()
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("an idle read: %v, want the deadline exceeded", err)
+	}
+	if waited := time.Since(start); waited < idle {
+		t.Errorf("the idle read ended after %v, before the idle timeout of %v", waited, idle)
+	}
 }

@@ -345,3 +345,36 @@ func TestInlineErrorAfterCommands(t *testing.T) {
 		t.Errorf("then got %q, %v; want the connection closed", got, err)
 	}
 }
+
+// TestWriteTimeout checks that a connection whose client stops reading
+// its replies is closed once a write has waited Options.WriteTimeout for
+// room in the socket, while another connection is served.
+func TestWriteTimeout(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	obs := newCounter()
+	_, addr := startServer(t, resp.Options{Checker: sys, WriteTimeout: 100 * time.Millisecond, Observer: obs})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.(*net.TCPConn).SetReadBuffer(4096)
+	batch := []byte(strings.Repeat(frame("ECHO", strings.Repeat("x", 4000)), 64)) // 256 KB of replies
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for {
+			if _, err := nc.Write(batch); err != nil {
+				return // the server closed it
+			}
+		}
+	}()
+	waitFor(t, "the connection that reads nothing closed", func() bool { return obs.conn(resp.ConnClosed) == 1 })
+	other := dialRaw(t, addr)
+	other.send(frame("PING"))
+	if got := other.mustReply(); got != "+PONG\r\n" {
+		t.Errorf("the other connection: got %q", got)
+	}
+	_ = nc.Close()
+	<-sent
+}

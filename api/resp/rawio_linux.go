@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -28,6 +29,7 @@ import (
 // from a write's: closures made per call would each be allocated, as they
 // escape into the poller.
 type rawIO struct {
+	tc              *net.TCPConn
 	rc              syscall.RawConn
 	readFn, writeFn func(fd uintptr) bool
 	rd, wr          rawOp
@@ -38,6 +40,7 @@ type rawOp struct {
 	b     []byte
 	n     int // bytes read, or written so far
 	errno syscall.Errno
+	once  bool // a write: give up, not wait, when the socket takes no more
 }
 
 // socketIO returns what reads and writes nc's socket: its raw I/O when nc
@@ -51,7 +54,7 @@ func socketIO(nc net.Conn) io.ReadWriter {
 	if err != nil {
 		return nc
 	}
-	r := &rawIO{rc: rc}
+	r := &rawIO{tc: tc, rc: rc}
 	r.readFn, r.writeFn = r.read, r.write
 	return r
 }
@@ -106,7 +109,29 @@ func (r *rawIO) Write(b []byte) (int, error) {
 	return done, err
 }
 
-// write is the poller's callback of Write: false to wait for room.
+// writeWithin writes b, waiting at most d for room in the socket's
+// buffer. The write deadline is set only when a first attempt leaves part
+// of b unwritten (the socket's buffer is full), and cleared after: a write
+// the buffer takes at once costs no timer update.
+func (r *rawIO) writeWithin(b []byte, d time.Duration) (int, error) {
+	r.wr = rawOp{b: b, once: true}
+	err := r.rc.Write(r.writeFn)
+	if err == nil && r.wr.errno == 0 && r.wr.n < len(b) {
+		_ = r.tc.SetWriteDeadline(time.Now().Add(d))
+		r.wr.once = false
+		err = r.rc.Write(r.writeFn)
+		_ = r.tc.SetWriteDeadline(time.Time{})
+	}
+	done, errno := r.wr.n, r.wr.errno
+	r.wr.b = nil
+	if err == nil && errno != 0 {
+		err = &net.OpError{Op: "write", Net: "tcp", Err: errno}
+	}
+	return done, err
+}
+
+// write is the poller's callback of Write: false to wait for room (true,
+// with the rest unwritten, for a write that must not wait: rawOp.once).
 func (r *rawIO) write(fd uintptr) bool {
 	w := &r.wr
 	for w.n < len(w.b) {
@@ -116,7 +141,7 @@ func (r *rawIO) write(fd uintptr) bool {
 			w.n += int(n)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			return false
+			return w.once
 		default:
 			w.errno = errno
 			return true
