@@ -88,7 +88,7 @@ func (s *System) decideAll(held []*shard, order, tags []uint64, reqs []table.Req
 				t.ApplyHashedTo(&decs[i], &reqs[i], tag, now)
 			}
 			if sh.top != nil {
-				sh.observe(idHash(reqs[i].ID), tag, &reqs[i], &decs[i], now)
+				sh.observe(0, tag, &reqs[i], &decs[i], now) // idHash only if the front misses
 			}
 			allowed = allowed && decs[i].Allowed
 			taken[cur]++

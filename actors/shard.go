@@ -329,12 +329,13 @@ func shardMask(n int) uint64 {
 // shardOfHash returns the shard of the id of hash h (idHash).
 func (s *System) shardOfHash(h uint64) *shard { return s.shards[s.shardIndex(h)] }
 
-// route returns the shard of id and, when the shard's work needs it (top
-// keys), idHash(id); else 0, which that work takes as "not computed". With
-// at most 16 shards, a power of two, the shard comes from lowHash instead,
-// which gives the same shard in half the cycles.
+// route returns the shard of id, and idHash(id) or 0: with at most 16
+// shards, a power of two, the shard comes from lowHash instead, which gives
+// the same shard in half the cycles, and the hash is left uncomputed (0).
+// The one use of the hash after the choice, top keys, computes it only for
+// an id not in its sketch's front (shard.observe), and most repeats are.
 func (s *System) route(id string) (*shard, uint64) {
-	if m := s.mask; m != 0 && m <= lowHashMask && !s.cfg.TopKeys {
+	if m := s.mask; m != 0 && m <= lowHashMask {
 		return s.shards[lowHash(id)&m], 0
 	}
 	h := idHash(id)

@@ -55,7 +55,8 @@ func newSketch(cfg *Config) *topk.Sketch {
 
 // observe counts the check req, decided d at now, in the shard's top keys,
 // holding sh.mu; hash is idHash(req.ID), or 0 for a call made without it
-// (the hash is then computed here), and tag the table's hash of the id
+// (the hash is then computed here, only if the sketch's front does not hold
+// the id, the one case that needs it), and tag the table's hash of the id
 // (table.Hash: seeded, and computed for the check anyway), which the
 // sketch's front knows the id by. A check by rule is labelled with the
 // rule's name (req.Namespace), an ad-hoc one with its policy. Its hits
