@@ -22,7 +22,7 @@ import (
 type call struct {
 	op      op
 	req     table.Request
-	hash    uint64 // idHash(req.ID)
+	hash    uint64 // idHash(req.ID), or 0 where nothing computed it (see shardIndexOf)
 	state   atomic.Int32
 	res     table.Reservation
 	n       int            // opReset: buckets deleted
@@ -130,14 +130,13 @@ func (s *System) queue(ctx context.Context, sh *shard, c *call) error {
 	return nil
 }
 
-// serveOwn decides the check req (of hash h, idHash(req.ID), or 0 where
-// nothing needs it: see System.route) on the caller's goroutine, its
-// answer into r, if the caller can have its shard sh (as serveDirect),
-// with the checks queued meanwhile, and reports whether it did. Nothing queued, the check is decided alone, without a
-// call; else it travels in the shard's own call, which only the holder of
-// sh.mu uses. Either way a check its caller serves takes no call from the
-// pool and no channel.
-func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, h uint64, r *table.Reservation) (served bool, err error) {
+// serveOwn decides the check req on the caller's goroutine, its answer
+// into r, if the caller can have its shard sh (as serveDirect), with the
+// checks queued meanwhile, and reports whether it did. Nothing queued, the
+// check is decided alone, without a call; else it travels in the shard's
+// own call, which only the holder of sh.mu uses. Either way a check its
+// caller serves takes no call from the pool and no channel.
+func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, r *table.Reservation) (served bool, err error) {
 	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways {
 		return false, nil
 	}
@@ -160,11 +159,11 @@ func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, h uint64, r 
 	}
 	crashed := false
 	if sh.q.queued.Load() == 0 && sh.broken == nil {
-		err, crashed = sh.decideOwn(&s.cfg, req, h, th, r, now)
+		err, crashed = sh.decideOwn(&s.cfg, req, th, r, now)
 	} else {
 		// A batch with the checks queued, as serveDirect serves it.
 		c := &sh.self
-		c.req, c.hash = *req, h
+		c.req = *req
 		_, crash := sh.serveQueued(&s.cfg, false, c)
 		*r, err, crashed = c.res, c.err, crash != nil
 		c.reset()
@@ -176,11 +175,11 @@ func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, h uint64, r 
 	return true, err
 }
 
-// decideOwn decides req (of hash h) alone at now, its answer into r,
-// holding sh.mu, when nothing is queued and the journal is not broken:
-// serve's work for a batch of one check, without the batch. A panic answers
-// ErrUnavailable and repairs the shard, as in serve.
-func (sh *shard) decideOwn(cfg *Config, req *table.Request, h, th uint64, r *table.Reservation, now time.Time) (err error, crashed bool) {
+// decideOwn decides req (th its hash in the shard's table) alone at now,
+// its answer into r, holding sh.mu, when nothing is queued and the journal
+// is not broken: serve's work for a batch of one check, without the batch.
+// A panic answers ErrUnavailable and repairs the shard, as in serve.
+func (sh *shard) decideOwn(cfg *Config, req *table.Request, th uint64, r *table.Reservation, now time.Time) (err error, crashed bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			sh.repair(cfg, p, 1)
@@ -199,7 +198,7 @@ func (sh *shard) decideOwn(cfg *Config, req *table.Request, h, th uint64, r *tab
 	}
 	sh.table.ReserveHashedTo(r, req, th, now)
 	if sh.top != nil {
-		sh.observe(h, th, req, &r.Decision, now)
+		sh.observe(0, th, req, &r.Decision, now) // idHash only if the front misses
 	}
 	// The journal takes the change before the answer, as in serve.
 	return sh.finish(cfg, 1), false

@@ -329,20 +329,11 @@ func shardMask(n int) uint64 {
 // shardOfHash returns the shard of the id of hash h (idHash).
 func (s *System) shardOfHash(h uint64) *shard { return s.shards[s.shardIndex(h)] }
 
-// route returns the shard of id, and idHash(id) or 0: with at most 16
-// shards, a power of two, the shard comes from lowHash instead, which gives
-// the same shard in half the cycles, and the hash is left uncomputed (0).
-// The one use of the hash after the choice, top keys, computes it only for
-// an id not in its sketch's front (shard.observe), and most repeats are.
-func (s *System) route(id string) (*shard, uint64) {
-	if m := s.mask; m != 0 && m <= lowHashMask {
-		return s.shards[lowHash(id)&m], 0
-	}
-	h := idHash(id)
-	return s.shardOfHash(h), h
-}
-
-// shardIndexOf is shardOf(id, len(s.shards)), by lowHash where it can be.
+// shardIndexOf is shardOf(id, len(s.shards)): by lowHash, in half the
+// cycles, when the shards are a power of two of at most 16. It computes no
+// idHash for later: the one use of it after the choice, top keys, computes
+// it only for an id not in its sketch's front (shard.observe), and most
+// repeats are.
 func (s *System) shardIndexOf(id string) int {
 	if m := s.mask; m != 0 && m <= lowHashMask {
 		return int(lowHash(id) & m)

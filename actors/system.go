@@ -389,12 +389,12 @@ func (s *System) reserve(ctx context.Context, req *table.Request, r *table.Reser
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		sh, h := s.route(req.ID)
-		if served, err := s.serveOwn(sh, ctx.Done() == nil, req, h, r); served {
+		sh := s.shards[s.shardIndexOf(req.ID)]
+		if served, err := s.serveOwn(sh, ctx.Done() == nil, req, r); served {
 			return err
 		}
 		c := s.calls.Get().(*call)
-		c.op, c.req, c.hash = opCheck, *req, h
+		c.op, c.req = opCheck, *req // hash 0: see shardIndexOf
 		if err := s.queue(ctx, sh, c); err != nil {
 			return err
 		}
