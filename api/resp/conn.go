@@ -33,7 +33,9 @@ const maxKeptOut = 8 << 10
 // read and written through rw: on Linux, a plain TCP connection's rawIO
 // (rawio_linux.go). The replies of a read wait in out until flushOut.
 type frameConn struct {
-	net.Conn
+	// nc is the connection: read only through frames (the scanner), written
+	// through Write (the write timeout).
+	nc  net.Conn
 	srv *Server
 	sc  scanner
 
@@ -65,7 +67,7 @@ type frameConn struct {
 }
 
 func newFrameConn(nc net.Conn, s *Server) *frameConn {
-	c := &frameConn{Conn: nc, srv: s, buf: make([]byte, readChunk)}
+	c := &frameConn{nc: nc, srv: s, buf: make([]byte, readChunk)}
 	c.tc, _ = nc.(*tls.Conn)
 	c.rw = socketIO(nc)
 	c.lw, _ = c.rw.(lazyWriter)
@@ -166,10 +168,10 @@ func (c *frameConn) fail() error {
 		_, _ = c.Write([]byte("-ERR " + c.perr.Error() + "\r\n"))
 		c.srv.obs.Conn(ConnProtocolError)
 		c.perr = nil
-		if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
-			_ = c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
-			_, _ = io.CopyN(io.Discard, c.Conn, lingerBytes)
+			_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+			_, _ = io.CopyN(io.Discard, c.nc, lingerBytes)
 		}
 	}
 	return c.err
@@ -204,7 +206,7 @@ func (c *frameConn) readSocket(b []byte) (int, error) {
 			c.want = c.idleDeadline()
 		}
 		if retry || !c.closeEnough() {
-			_ = c.Conn.SetReadDeadline(c.want)
+			_ = c.nc.SetReadDeadline(c.want)
 			c.armed = c.want
 		}
 		deadline := c.want
@@ -220,7 +222,7 @@ func (c *frameConn) readSocket(b []byte) (int, error) {
 				c.tc = nil
 				c.mu.Lock()
 				c.want = c.idleDeadline()
-				_ = c.Conn.SetReadDeadline(c.want)
+				_ = c.nc.SetReadDeadline(c.want)
 				c.armed = c.want
 				c.mu.Unlock()
 			}
@@ -275,13 +277,13 @@ func (c *frameConn) idleDeadline() time.Time {
 	return time.Time{}
 }
 
-// Write implements net.Conn, bounded by the write timeout; a lazyWriter
+// Write writes p to the socket, bounded by the write timeout; a lazyWriter
 // sets the deadline only when the write has to wait for room.
 func (c *frameConn) Write(p []byte) (int, error) {
 	if c.lw != nil {
 		return c.lw.writeWithin(p, c.srv.opts.WriteTimeout)
 	}
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
 	return c.rw.Write(p)
 }
 
@@ -301,11 +303,11 @@ func (c *frameConn) drain() {
 	c.draining = true
 	if c.reading {
 		c.armed = time.Unix(1, 0)
-		_ = c.Conn.SetReadDeadline(c.armed)
+		_ = c.nc.SetReadDeadline(c.armed)
 	}
 }
 
-// Close implements net.Conn; it is idempotent.
+// Close closes the connection; it is idempotent.
 func (c *frameConn) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -314,7 +316,7 @@ func (c *frameConn) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	err := c.Conn.Close()
+	err := c.nc.Close()
 	c.srv.forget(c)
 	return err
 }

@@ -387,7 +387,7 @@ func TestIdleDeadlineSetLazily(t *testing.T) {
 	start := time.Now()
 	fc.mu.Lock()
 	fc.armed = start.Add(idle - 50*time.Millisecond)
-	_ = fc.Conn.SetReadDeadline(fc.armed)
+	_ = fc.nc.SetReadDeadline(fc.armed)
 	fc.mu.Unlock()
 	_, err := fc.frames()
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
