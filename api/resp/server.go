@@ -311,10 +311,11 @@ func (s *Server) beginClose() {
 	s.checkDrained()
 }
 
-// closeAll closes every connection and cancels the checks in progress.
+// closeAll closes every connection and cancels the checks in progress:
+// the connections first, so that no reply to a canceled check gets out.
 func (s *Server) closeAll() {
-	s.cancel()
 	s.closeConns()
+	s.cancel()
 	<-s.drained
 }
 
