@@ -46,9 +46,11 @@ func (f *mutexFloor) allow(r *table.Request) bool {
 
 // BenchmarkCheck measures System.Check from many goroutines at 1k keys
 // against the map+mutex floor, in one run. system+topkeys is the same
-// with top-keys tracking (Config.TopKeys; 1k keys over the default shards
-// are more than each shard's summaries hold, most of them within its
-// front), paired with a System without it in alternating rounds: its
+// with top-keys tracking (Config.TopKeys at its defaults: at millions of
+// checks a second per shard, each samples its admitted checks, one in
+// DefaultTopKeysSample; 1k keys over the default shards are more than
+// each shard's summaries hold, most of them within its front), paired
+// with a System without it in alternating rounds: its
 // x-system is its checks/s ÷ the other's, a ratio that the swings of a
 // shared machine between two runs do not blur. p=1 runs GOMAXPROCS
 // goroutines; p=64 runs 64 per proc, as a loaded HTTP server would.

@@ -35,20 +35,29 @@ type shard struct {
 	root       *actor.RootContext // sends the owner a snapshot writer's news
 	dispatcher *pinned            // runs the owner's mailbox on one goroutine
 	q          inbox
+
+	// mu is held while serving; it guards the fields below but the
+	// atomics, cl and waitUnspun. Every check writes its line, so the
+	// fields a check reads or writes holding it come right after it, in
+	// that line (TestShardLayout; the allocator puts an 8-byte header
+	// before a shard): the sampler's count above all, written at each
+	// check with top keys.
+	mu     sync.Mutex
+	sample topk.Sampler // the admitted checks top observes (Config.TopKeysSample)
+	top    *topk.Sketch // the top keys (Config.TopKeys), else nil
+	table  *table.Table // nil until Start gives it one
+
 	buckets    atomic.Int64 // live buckets after the last batch
 	restarts   atomic.Int64 // crashes, each followed by a rebuild
 	cl         *cluster     // cluster mode: fences the batches; nil on a single node
 	waitUnspun bool         // Config.waitUnspun
 
-	mu           sync.Mutex   // held while serving; guards the fields below
-	table        *table.Table // nil until Start gives it one
 	spare        []*call      // the inbox's next pending slice
 	self         call         // the call of a caller serving its own check (serveOwn)
 	seen         table.Stats  // of table, already added to the counters
 	failing      bool         // the journal's last batch failed
 	snapshotting bool         // a snapshot writer holds a Frozen copy of table
 	stopped      bool         // Stop has begun: callers no longer serve themselves
-	top          *topk.Sketch // the top keys (Config.TopKeys), else nil
 	labels       policyLabels // the top keys' labels of ad-hoc policies
 	// broken is why the journal could not be reopened after a crash; the
 	// shard serves from a temporary table until a retry (at the first

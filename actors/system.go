@@ -21,6 +21,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ratelimitd/ratelimitd/actors/clock"
+	"github.com/ratelimitd/ratelimitd/actors/topk"
 	"github.com/ratelimitd/ratelimitd/sweeper"
 	"github.com/ratelimitd/ratelimitd/table"
 	"github.com/ratelimitd/ratelimitd/table/journal"
@@ -121,6 +122,15 @@ type Config struct {
 	// memory per shard (package actors/topk), fed on the check path. See
 	// Top for what it counts and costs.
 	TopKeys bool
+	// TopKeysSample, with TopKeys, is the sampling rate of a shard
+	// whose admitted checks come faster than TopKeysSampleAbove a
+	// second: it then observes one admitted check in TopKeysSample, at
+	// random, counting its hits that many times, and still every denied
+	// check (topk.Sampler): the ranking by hits is then an estimate, the
+	// one by denials as exact as without sampling. Slower, a shard
+	// observes every check. 0 means DefaultTopKeysSample; 1 observes every
+	// check at any rate; else a power of two, at most topk.MaxSample.
+	TopKeysSample int
 
 	// DataDir, if set, makes the counters durable: one journal per shard in
 	// this directory (created if missing, locked against a second process),
@@ -184,6 +194,11 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("%w: SegmentSize %d is negative", ErrConfig, cfg.SegmentSize)
 	case cfg.SnapshotThreshold < 0:
 		return cfg, fmt.Errorf("%w: SnapshotThreshold %d is negative", ErrConfig, cfg.SnapshotThreshold)
+	case cfg.TopKeysSample < 0 || cfg.TopKeysSample > topk.MaxSample || cfg.TopKeysSample&(cfg.TopKeysSample-1) != 0:
+		return cfg, fmt.Errorf("%w: TopKeysSample %d is neither 0 nor a power of two in [1, %d]", ErrConfig, cfg.TopKeysSample, topk.MaxSample)
+	}
+	if cfg.TopKeysSample == 0 {
+		cfg.TopKeysSample = DefaultTopKeysSample
 	}
 	if cfg.Cluster != nil {
 		cc, err := cfg.Cluster.withDefaults()
@@ -326,6 +341,7 @@ func newSystem(cfg Config, lock *journal.DirLock) *System {
 		sh := &shard{index: i, dispatcher: newPinned(), root: s.actors.Root, cl: s.cl, waitUnspun: cfg.waitUnspun}
 		if cfg.TopKeys {
 			sh.top = newSketch(&cfg)
+			sh.sample = newSampler(&cfg)
 		}
 		if lock == nil {
 			sh.table = table.New(cfg.tableConfig(false))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/actors/topk"
@@ -48,7 +49,8 @@ func check(t *testing.T, s *System, req table.Request) table.Decision {
 	return d
 }
 
-// TestTopKeysCountChecks: with Config.TopKeys every check's hits count by
+// TestTopKeysCountChecks: with Config.TopKeys and every check observed
+// (TopKeysSample 1) every check's hits count by
 // hits under its label (the rule's name, or the ad-hoc policy's text), its
 // denied hits by denials, over every shard; peeks and refunds count
 // nothing, and a minute later the 1m window is empty while the 15m one
@@ -56,7 +58,7 @@ func check(t *testing.T, s *System, req table.Request) table.Decision {
 func TestTopKeysCountChecks(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := startSystem(t, Config{Shards: 4, Clock: clk, SweepInterval: -1, TopKeys: true})
+	s := startSystem(t, Config{Shards: 4, Clock: clk, SweepInterval: -1, TopKeys: true, TopKeysSample: 1})
 	login := table.Request{ID: "alice", Policy: table.Policy{Scale: time.Minute, Limit: 5}, Hits: 1, Namespace: "login"}
 	for range 20 {
 		check(t, s, login)
@@ -104,7 +106,7 @@ func TestTopKeysCountChecks(t *testing.T) {
 func TestTopKeysFullTableAndBatches(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, MaxBuckets: 2, TopKeys: true})
+	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, MaxBuckets: 2, TopKeys: true, TopKeysSample: 1})
 	one := func(id string, limit int64) table.Request {
 		return table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: limit}, Hits: 1, Namespace: "r"}
 	}
@@ -143,7 +145,7 @@ func TestTopKeysAfterCrash(t *testing.T) {
 	t.Parallel()
 	const shards = 2
 	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := startSystem(t, Config{Shards: shards, Clock: clk, SweepInterval: -1, TopKeys: true, applyHook: poisonHook})
+	s := startSystem(t, Config{Shards: shards, Clock: clk, SweepInterval: -1, TopKeys: true, TopKeysSample: 1, applyHook: poisonHook})
 	crashed := sameShard("poison", shards, 2)[1]
 	var other string
 	for i := 0; other == ""; i++ {
@@ -170,12 +172,74 @@ func TestTopKeysAfterCrash(t *testing.T) {
 // label is made once per shard, not per check. (AllocsPerRun refuses to
 // run in parallel.)
 func TestTopKeysCheckAllocatesNothing(t *testing.T) {
-	s := startSystem(t, Config{Shards: 1, SweepInterval: -1, TopKeys: true})
-	ctx := context.Background()
-	for _, req := range []table.Request{hit("alice", 1<<40), {ID: "bob", Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1, Namespace: "api"}} {
-		check(t, s, req)
-		if n := testing.AllocsPerRun(1000, func() { _, _ = s.Check(ctx, req) }); n != 0 {
-			t.Errorf("Check(%+v) with top keys: %v allocations, want 0", req, n)
+	for _, sample := range []int{1, DefaultTopKeysSample} {
+		s := startSystem(t, Config{Shards: 1, SweepInterval: -1, TopKeys: true, TopKeysSample: sample})
+		ctx := context.Background()
+		for _, req := range []table.Request{hit("alice", 1<<40), {ID: "bob", Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1, Namespace: "api"}} {
+			check(t, s, req)
+			if n := testing.AllocsPerRun(1000, func() { _, _ = s.Check(ctx, req) }); n != 0 {
+				t.Errorf("sample %d: Check(%+v) with top keys: %v allocations, want 0", sample, req, n)
+			}
+		}
+	}
+}
+
+// TestTopKeysSampled: by default (DefaultTopKeysSample) the admitted
+// checks of a busy shard are sampled and the denied ones all counted.
+// Checks 1 ms apart on a manual clock are few enough to count exactly:
+// "slow" counts its 500 and Sampled is false. 32,000 admitted checks of
+// "busy" and 3,000 denied ones of "hammered" (after its 10 admitted), all
+// at one instant: by denials "hammered" counts exactly 3,000 of a total of
+// 3,000, Sampled false; by hits Top reports Sample 32 and Sampled, "busy"
+// first, within five standard deviations of the sampling's error
+// (√(31·32000) ≈ 996) of 32,000, and "hammered" at 3,000 denied hits and
+// its admitted ones sampled. Config refuses a sample rate out of range.
+func TestTopKeysSampled(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := startSystem(t, Config{Shards: 2, Clock: clk, SweepInterval: -1, TopKeys: true})
+	slow := table.Request{ID: "slow", Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1, Namespace: "api"}
+	for range 500 {
+		clk.Advance(time.Millisecond)
+		check(t, s, slow)
+	}
+	hits := top(t, s, topk.Hits, topk.Minute, clk.Now())
+	if got, want := entries(hits.Keys), []topEntry{{"slow", "api", 500}}; !slices.Equal(got, want) || hits.Sampled {
+		t.Fatalf("slow checks by hits: %+v (sampled %v), want %+v, not sampled", got, hits.Sampled, want)
+	}
+	clk.Advance(time.Minute) // the slow checks leave the minute's window
+	busy := table.Request{ID: "busy", Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1, Namespace: "api"}
+	hammered := table.Request{ID: "hammered", Policy: table.Policy{Scale: time.Hour, Limit: 10}, Hits: 1, Namespace: "api"}
+	for range 32_000 {
+		check(t, s, busy)
+	}
+	for i := range 3_010 {
+		if d := check(t, s, hammered); d.Allowed != (i < 10) {
+			t.Fatalf("hammered check %d: allowed %v", i, d.Allowed)
+		}
+	}
+	now := clk.Now()
+	denials := top(t, s, topk.Denials, topk.Minute, now)
+	if got, want := entries(denials.Keys), []topEntry{{"hammered", "api", 3_000}}; !slices.Equal(got, want) || denials.Total != 3_000 || denials.Sampled {
+		t.Errorf("by denials: got %+v (total %d, sampled %v), want %+v (total 3000, not sampled)", got, denials.Total, denials.Sampled, want)
+	}
+	hits = top(t, s, topk.Hits, topk.Minute, now)
+	got := entries(hits.Keys)
+	if !hits.Sampled || hits.Sample != DefaultTopKeysSample {
+		t.Errorf("by hits: sampled %v, sample %d; want true, %d", hits.Sampled, hits.Sample, DefaultTopKeysSample)
+	}
+	if len(got) == 0 || got[0].ID != "busy" || got[0].Count < 32_000-4980 || got[0].Count > 32_000+4980 {
+		t.Fatalf("by hits: got %+v, want busy first, 32000 ± 4980", got)
+	}
+	for _, e := range got[1:] {
+		if e.ID != "hammered" || e.Count < 3_000 || e.Count > 3_010+10*DefaultTopKeysSample {
+			t.Errorf("by hits: %+v, want hammered at 3000 + its 10 admitted, sampled", e)
+		}
+	}
+	t.Logf("by hits: %+v (total %d)", got, hits.Total)
+	for _, bad := range []int{-1, 3, topk.MaxSample + 1} {
+		if _, err := Start(context.Background(), Config{TopKeys: true, TopKeysSample: bad}); !errors.Is(err, ErrConfig) {
+			t.Errorf("TopKeysSample %d: %v, want ErrConfig", bad, err)
 		}
 	}
 }
@@ -223,7 +287,7 @@ func TestIDHashIsTopkHash(t *testing.T) {
 func TestTopKeysCallWithoutHash(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, TopKeys: true})
+	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, TopKeys: true, TopKeysSample: 1})
 	long := strings.Repeat("x", topk.IDBytes)
 	sh := s.shards[0]
 	for i, id := range []string{long + "a", long + "b", long + "b"} {
@@ -239,5 +303,33 @@ func TestTopKeysCallWithoutHash(t *testing.T) {
 	}
 	if !slices.Equal(counts, []uint64{2, 1}) {
 		t.Errorf("two long ids of the same first bytes: counts %v, want [2 1]", counts)
+	}
+}
+
+// TestShardLayout: in every shard of a System, mu, the sampler (its
+// count is written at each admitted check with top keys), the sketch
+// pointer and the table pointer share one 64-byte line, which the writes
+// to mu fetch anyway (see shard).
+func TestShardLayout(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, Config{Shards: 8, SweepInterval: -1, TopKeys: true})
+	line := func(p unsafe.Pointer, size uintptr) (first, last uintptr) {
+		return uintptr(p) / 64, (uintptr(p) + size - 1) / 64
+	}
+	for _, sh := range s.shards {
+		want, _ := line(unsafe.Pointer(&sh.mu), unsafe.Sizeof(sh.mu))
+		for name, f := range map[string]struct {
+			p    unsafe.Pointer
+			size uintptr
+		}{
+			"mu":     {unsafe.Pointer(&sh.mu), unsafe.Sizeof(sh.mu)},
+			"sample": {unsafe.Pointer(&sh.sample), unsafe.Sizeof(sh.sample)},
+			"top":    {unsafe.Pointer(&sh.top), unsafe.Sizeof(sh.top)},
+			"table":  {unsafe.Pointer(&sh.table), unsafe.Sizeof(sh.table)},
+		} {
+			if first, last := line(f.p, f.size); first != want || last != want {
+				t.Errorf("shard %d: %s in lines %d..%d, mu's is %d", sh.index, name, first, last, want)
+			}
+		}
 	}
 }

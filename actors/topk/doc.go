@@ -86,6 +86,16 @@
 //     to the summaries, as above; a change of interval, or a Merge, the
 //     move of the whole front.
 //
+// # Sampling
+//
+// A caller whose checks come too fast to observe each one cheaply enough
+// puts a Sampler in front of its Sketch: below a rate of its choosing it
+// observes every check; above, one admitted check in Rate at random,
+// Rate times, and still every denied one. The guarantees above then hold
+// for the sampled weights, which estimate the true ones without bias,
+// within the standard deviation Sampler documents; the ranking by denials
+// keeps them for the true weights.
+//
 // # Non-guarantees
 //
 // A Sketch is not safe for concurrent use, and has no lock: its owner (a

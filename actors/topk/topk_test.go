@@ -56,28 +56,49 @@ func TestZipfAccuracy(t *testing.T) {
 	}
 }
 
-func zipfAccuracy(t *testing.T, front int) {
-	const ids, shards = 1_000_000, 8
-	samples := 1_000_000
+// zipfTraffic is the traffic of the Zipf tests: samples draws (fewer
+// with -short) of zipfIDs ids, Zipf-skewed (s = 1.1), from a random seed
+// it logs, over the span of 14 minutes; names are the ids' strings.
+type zipfTraffic struct {
+	seed    uint64
+	samples int
+	span    time.Duration
+	zipf    *rand.Zipf
+	names   []string
+}
+
+const zipfIDs = 1_000_000
+
+func newZipfTraffic(t *testing.T) *zipfTraffic {
+	z := &zipfTraffic{seed: rand.Uint64(), samples: 1_000_000, span: 14 * time.Minute, names: make([]string, zipfIDs)}
 	if testing.Short() {
-		samples = 300_000
+		z.samples = 300_000
 	}
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
-	zipf := rand.NewZipf(rng, 1.1, 1, ids-1)
+	t.Logf("seed %d", z.seed)
+	z.zipf = rand.NewZipf(rand.New(rand.NewPCG(z.seed, 1)), 1.1, 1, zipfIDs-1)
+	return z
+}
+
+// next draws the i-th id: its rank, its name and its time.
+func (z *zipfTraffic) next(i int) (r uint64, name string, at time.Time) {
+	r = z.zipf.Uint64()
+	if z.names[r] == "" {
+		z.names[r] = "user-" + strconv.FormatUint(r*2654435761%zipfIDs, 10)
+	}
+	return r, z.names[r], t0.Add(z.span * time.Duration(i) / time.Duration(z.samples))
+}
+
+func zipfAccuracy(t *testing.T, front int) {
+	const ids, shards = zipfIDs, 8
+	z := newZipfTraffic(t)
 	sketches := make([]*Sketch, shards)
 	for i := range sketches {
 		sketches[i] = newFronted(t, 0, front)
 	}
 	hits, denials := make([]uint64, ids), make([]uint64, ids)
-	names := make([]string, ids)
-	span := 14 * time.Minute
-	for i := range samples {
-		r := zipf.Uint64()
-		if names[r] == "" {
-			names[r] = "user-" + strconv.FormatUint(r*2654435761%ids, 10)
-		}
+	names := z.names
+	for i := range z.samples {
+		r, name, when := z.next(i)
 		// A per-id limit, so that the ranking by denials is not the one by hits.
 		limit := 5 * (1 + (r*7)%13)
 		hits[r]++
@@ -85,9 +106,9 @@ func zipfAccuracy(t *testing.T, front int) {
 		if denied {
 			denials[r]++
 		}
-		sketches[Hash(names[r])%shards].Observe(names[r], "r", 1, denied, at(span*time.Duration(i)/time.Duration(samples)))
+		sketches[Hash(name)%shards].Observe(name, "r", 1, denied, when)
 	}
-	now := at(span)
+	now := at(z.span)
 	for _, c := range []struct {
 		m     Metric
 		exact []uint64

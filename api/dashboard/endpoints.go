@@ -10,11 +10,13 @@ import (
 
 // topAnswer is the JSON of GET /top.
 type topAnswer struct {
-	By     TopBy     `json:"by"`
-	Window TopWindow `json:"window"`
-	Total  uint64    `json:"total"`
-	Bound  uint64    `json:"bound"`
-	Keys   []topKey  `json:"keys"`
+	By      TopBy     `json:"by"`
+	Window  TopWindow `json:"window"`
+	Total   uint64    `json:"total"`
+	Bound   uint64    `json:"bound"`
+	Sample  int       `json:"sample"`
+	Sampled bool      `json:"sampled"`
+	Keys    []topKey  `json:"keys"`
 }
 
 type topKey struct {
@@ -57,7 +59,7 @@ func (h *Handler) top(w http.ResponseWriter, q url.Values, now time.Time) {
 		return
 	}
 	list := h.opts.Top.Top(by, window, n, now)
-	ans := topAnswer{By: by, Window: window, Total: list.Total, Bound: list.Bound, Keys: make([]topKey, 0, min(len(list.Keys), n))}
+	ans := topAnswer{By: by, Window: window, Total: list.Total, Bound: list.Bound, Sample: list.Sample, Sampled: list.Sampled, Keys: make([]topKey, 0, min(len(list.Keys), n))}
 	for _, k := range list.Keys[:min(len(list.Keys), n)] {
 		ans.Keys = append(ans.Keys, topKey(k))
 	}

@@ -27,18 +27,19 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestTop: GET /top passes by, window and n (defaults hits, 1m, 20) and
 // the clock's now to the provider, and answers its list as JSON, the ids
-// as they are (an id of HTML markup included), at most n of them.
+// as they are (an id of HTML markup included), at most n of them, with
+// the sampling rate and whether the counts are sampled.
 func TestTop(t *testing.T) {
 	t.Parallel()
 	xss := `<img src=x onerror=alert(1)>`
-	top := &fakeTop{list: TopList{Total: 1000, Bound: 7, Keys: []TopKey{
+	top := &fakeTop{list: TopList{Total: 1000, Bound: 7, Sample: 32, Sampled: true, Keys: []TopKey{
 		{ID: xss, Label: "login", Count: 600, Min: 593},
 		{ID: "alice", Label: "100/1s", Count: 300, Min: 300},
 		{ID: strings.Repeat("l", 56), Truncated: true, Label: "api", Count: 9, Min: 2},
 	}}}
 	srv, _ := server(t, Options{Top: top})
 	body := getJSON(t, srv.URL+"/top", http.StatusOK, nil)
-	want := `{"by":"hits","window":"1m","total":1000,"bound":7,"keys":[` +
+	want := `{"by":"hits","window":"1m","total":1000,"bound":7,"sample":32,"sampled":true,"keys":[` +
 		`{"id":"\u003cimg src=x onerror=alert(1)\u003e","label":"login","count":600,"min":593},` +
 		`{"id":"alice","label":"100/1s","count":300,"min":300},` +
 		`{"id":"` + strings.Repeat("l", 56) + `","truncated":true,"label":"api","count":9,"min":2}]}` + "\n"

@@ -43,8 +43,13 @@ type TopKeys interface {
 // TopList is a ranking of keys and how far its counts can be trusted.
 type TopList struct {
 	Total uint64 // the weight counted in the window: every hit, or every denied hit
-	Bound uint64 // the most by which any Count can exceed the truth
+	Bound uint64 // the most by which any Count can exceed the truth (when Sampled: the sampled weight)
 	Keys  []TopKey
+	// Sample is the rate at which admitted checks are sampled under load,
+	// and Sampled whether some in the window were: then Total and the
+	// counts are estimates (never for denials).
+	Sample  int
+	Sampled bool
 }
 
 // TopKey is one id (under one rule or policy) of a TopList.

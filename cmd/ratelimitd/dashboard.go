@@ -32,6 +32,8 @@ type dashData struct {
 	rules     ruleTraffic
 	sweeps    sweepStats
 	topKeys   bool
+	// topKeysSample is --top-keys-sample (actors.Config.TopKeysSample).
+	topKeysSample int
 }
 
 // newDashData returns the dashboard's data, or nil when it is off: no
@@ -40,7 +42,7 @@ func newDashData(cfg *config) *dashData {
 	if cfg.adminTokenFile == "" || !cfg.dashboard.on {
 		return nil
 	}
-	return &dashData{topKeys: cfg.dashboard.topKeys}
+	return &dashData{topKeys: cfg.dashboard.topKeys, topKeysSample: cfg.dashboard.topKeysSample}
 }
 
 // configureActors has the actor system track top keys (--top-keys) and
@@ -49,7 +51,7 @@ func (d *dashData) configureActors(acfg *actors.Config) {
 	if d == nil {
 		return
 	}
-	acfg.TopKeys = d.topKeys
+	acfg.TopKeys, acfg.TopKeysSample = d.topKeys, d.topKeysSample
 	acfg.SweepObserver = sweepFanout{next: acfg.SweepObserver, stats: &d.sweeps}
 }
 
@@ -291,7 +293,7 @@ func (p topKeysPanel) Top(by dashboard.TopBy, w dashboard.TopWindow, n int, now 
 	if err != nil {
 		return dashboard.TopList{} // the top keys are off: mount offers no panel then
 	}
-	list := dashboard.TopList{Total: tk.Total, Bound: tk.Bound, Keys: make([]dashboard.TopKey, len(tk.Keys))}
+	list := dashboard.TopList{Total: tk.Total, Bound: tk.Bound, Sample: tk.Sample, Sampled: tk.Sampled, Keys: make([]dashboard.TopKey, len(tk.Keys))}
 	for i, k := range tk.Keys {
 		list.Keys[i] = dashboard.TopKey{ID: k.ID, Truncated: k.Truncated, Label: k.Label, Count: k.Count, Min: k.Min}
 	}

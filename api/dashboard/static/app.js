@@ -161,8 +161,12 @@
       tr.appendChild(td);
       body.appendChild(tr);
     }
-    document.getElementById(noteId).textContent = "of " + fmt(d.total) + " in all; each count is at most " +
-      fmt(d.bound) + " above the truth";
+    var note = "of " + fmt(d.total) + " in all; each count is at most " + fmt(d.bound) + " above the truth";
+    if (d.sampled) {
+      note = "of about " + fmt(d.total) + " in all: under load, admitted hits are sampled 1 in " + fmt(d.sample) +
+        ", so counts are estimates (at most " + fmt(d.bound) + " above the sampled weight)";
+    }
+    document.getElementById(noteId).textContent = note;
   }
 
   function pollTop() {

@@ -68,7 +68,7 @@ func Plan(short bool) []Invocation {
 			Family{
 				Title: FamCheck, Top: []string{"BenchmarkCheck"}, Primary: "checks/s",
 				Baseline: Baseline{Level: 1, Value: "floor=map+mutex"},
-				What:     "`actors.System.Check` at 1k keys against one map of counters behind one mutex (the floor), from GOMAXPROCS goroutines (`p=1`) or 64 per proc (`p=64`); `system+topkeys` is the same with top-keys tracking (`Config.TopKeys`), run in alternating rounds with a System without it: its cost is its `x-system`, the median of the rounds' ratios of its checks/s to the other's (`without-checks/s`).",
+				What:     "`actors.System.Check` at 1k keys against one map of counters behind one mutex (the floor), from GOMAXPROCS goroutines (`p=1`) or 64 per proc (`p=64`); `system+topkeys` is the same with top-keys tracking (`Config.TopKeys` at its defaults: at these rates, millions of checks a second per shard, each shard samples its admitted checks, one in 32), run in alternating rounds with a System without it: its cost is its `x-system`, the median of the rounds' ratios of its checks/s to the other's (`without-checks/s`).",
 			},
 			Family{
 				Title: FamCheckJournal, Top: []string{"BenchmarkCheckJournal"}, Primary: "checks/s",

@@ -340,7 +340,7 @@ func readmeRows(r *Report) []readmeRow {
 // top-keys tracking against without, in alternating rounds, at p=64, as
 // the row above it.
 func topKeysRow(p *InPkg, goal string) readmeRow {
-	x := readmeRow{what: "`System.Check` with top-keys tracking vs without, in alternating rounds (`BenchmarkCheck/system+topkeys/p=64`)", goal: goal, ours: notMeasured}
+	x := readmeRow{what: "`System.Check` with top-keys tracking (at its defaults, which sample the admitted checks at these rates) vs without, in alternating rounds (`BenchmarkCheck/system+topkeys/p=64`)", goal: goal, ours: notMeasured}
 	s := p.Family(gobench.FamCheck)
 	if s == nil {
 		return x
