@@ -20,7 +20,7 @@ import (
 // System.Top), and how far its counts can be trusted.
 type TopKeys struct {
 	Total uint64       // every hit (topk.Hits) or every denied hit (topk.Denials) counted in the window
-	Bound uint64       // the most by which any Count exceeds the truth (by Hits with Sample > 1: the sampled weight)
+	Bound uint64       // the most by which any Count exceeds the truth (when Sampled, the sampled weight)
 	Keys  []topk.Entry // heaviest first
 	// Sample is Config.TopKeysSample; Sampled, in a ranking by
 	// topk.Hits, says whether a shard sampled its admitted checks in the
@@ -56,7 +56,7 @@ func topKeysCapacity(shards int) int {
 // one admitted check in 32 is observed. Measured in alternating rounds at
 // 1k keys (BenchmarkCheck/system+topkeys, millions of checks a second per
 // shard), observing every check costs 11–15% of the checks/s without top
-// keys; one in 16, 4–5%; one in 1024, about 1%, the cost of the choice.
+// keys; one in 32, 2–4%; one in 1024, about 1%, the cost of the choice.
 const DefaultTopKeysSample = 32
 
 // TopKeysSampleAbove is the rate of admitted checks, per second and per
