@@ -35,22 +35,22 @@ type shard struct {
 	root       *actor.RootContext // sends the owner a snapshot writer's news
 	dispatcher *pinned            // runs the owner's mailbox on one goroutine
 	q          inbox
-
-	// mu is held while serving; it guards the fields below but the
-	// atomics, cl and waitUnspun. Every check writes its line, so the
-	// fields a check reads or writes holding it come right after it, in
-	// that line (TestShardLayout; the allocator puts an 8-byte header
-	// before a shard): the sampler's count above all, written at each
-	// check with top keys.
-	mu     sync.Mutex
-	sample topk.Sampler // the admitted checks top observes (Config.TopKeysSample)
-	top    *topk.Sketch // the top keys (Config.TopKeys), else nil
-	table  *table.Table // nil until Start gives it one
-
 	buckets    atomic.Int64 // live buckets after the last batch
-	restarts   atomic.Int64 // crashes, each followed by a rebuild
-	cl         *cluster     // cluster mode: fences the batches; nil on a single node
-	waitUnspun bool         // Config.waitUnspun
+	// sample picks the admitted checks top observes (Config.TopKeysSample),
+	// guarded by mu. Its count, written at each admitted check with top
+	// keys, shares mu's line, which every check writes anyway; the
+	// fields a check only reads holding mu (table, top) do not, since
+	// callers waiting for the shard keep taking mu's line from its
+	// holder (TestShardLayout).
+	sample     topk.Sampler
+	waitUnspun bool // Config.waitUnspun
+
+	mu    sync.Mutex   // held while serving; guards the fields below
+	table *table.Table // nil until Start gives it one
+	top   *topk.Sketch // the top keys (Config.TopKeys), else nil
+
+	restarts atomic.Int64 // crashes, each followed by a rebuild
+	cl       *cluster     // cluster mode: fences the batches; nil on a single node
 
 	spare        []*call      // the inbox's next pending slice
 	self         call         // the call of a caller serving its own check (serveOwn)
