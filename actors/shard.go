@@ -45,7 +45,7 @@ type shard struct {
 	sample     topk.Sampler
 	waitUnspun bool // Config.waitUnspun
 
-	mu    sync.Mutex   // held while serving; guards the fields below
+	mu    sync.Mutex   // held while serving; guards the fields below but restarts and cl
 	table *table.Table // nil until Start gives it one
 	top   *topk.Sketch // the top keys (Config.TopKeys), else nil
 
