@@ -49,8 +49,7 @@ func check(t *testing.T, s *System, req table.Request) table.Decision {
 	return d
 }
 
-// TestTopKeysCountChecks: with Config.TopKeys and every check observed
-// (TopKeysSample 1) every check's hits count by
+// TestTopKeysCountChecks: with Config.TopKeys every check's hits count by
 // hits under its label (the rule's name, or the ad-hoc policy's text), its
 // denied hits by denials, over every shard; peeks and refunds count
 // nothing, and a minute later the 1m window is empty while the 15m one
@@ -58,7 +57,7 @@ func check(t *testing.T, s *System, req table.Request) table.Decision {
 func TestTopKeysCountChecks(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := startSystem(t, Config{Shards: 4, Clock: clk, SweepInterval: -1, TopKeys: true, TopKeysSample: 1})
+	s := startSystem(t, Config{Shards: 4, Clock: clk, SweepInterval: -1, TopKeys: true})
 	login := table.Request{ID: "alice", Policy: table.Policy{Scale: time.Minute, Limit: 5}, Hits: 1, Namespace: "login"}
 	for range 20 {
 		check(t, s, login)
@@ -106,7 +105,7 @@ func TestTopKeysCountChecks(t *testing.T) {
 func TestTopKeysFullTableAndBatches(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, MaxBuckets: 2, TopKeys: true, TopKeysSample: 1})
+	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, MaxBuckets: 2, TopKeys: true})
 	one := func(id string, limit int64) table.Request {
 		return table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: limit}, Hits: 1, Namespace: "r"}
 	}
@@ -145,7 +144,7 @@ func TestTopKeysAfterCrash(t *testing.T) {
 	t.Parallel()
 	const shards = 2
 	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := startSystem(t, Config{Shards: shards, Clock: clk, SweepInterval: -1, TopKeys: true, TopKeysSample: 1, applyHook: poisonHook})
+	s := startSystem(t, Config{Shards: shards, Clock: clk, SweepInterval: -1, TopKeys: true, applyHook: poisonHook})
 	crashed := sameShard("poison", shards, 2)[1]
 	var other string
 	for i := 0; other == ""; i++ {
@@ -172,15 +171,35 @@ func TestTopKeysAfterCrash(t *testing.T) {
 // label is made once per shard, not per check. (AllocsPerRun refuses to
 // run in parallel.)
 func TestTopKeysCheckAllocatesNothing(t *testing.T) {
-	for _, sample := range []int{1, DefaultTopKeysSample} {
-		s := startSystem(t, Config{Shards: 1, SweepInterval: -1, TopKeys: true, TopKeysSample: sample})
-		ctx := context.Background()
-		for _, req := range []table.Request{hit("alice", 1<<40), {ID: "bob", Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1, Namespace: "api"}} {
-			check(t, s, req)
-			if n := testing.AllocsPerRun(1000, func() { _, _ = s.Check(ctx, req) }); n != 0 {
-				t.Errorf("sample %d: Check(%+v) with top keys: %v allocations, want 0", sample, req, n)
-			}
+	s := startSystem(t, Config{Shards: 1, SweepInterval: -1, TopKeys: true})
+	ctx := context.Background()
+	for _, req := range []table.Request{hit("alice", 1<<40), {ID: "bob", Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1, Namespace: "api"}} {
+		check(t, s, req)
+		if n := testing.AllocsPerRun(1000, func() { _, _ = s.Check(ctx, req) }); n != 0 {
+			t.Errorf("Check(%+v) with top keys: %v allocations, want 0", req, n)
 		}
+	}
+}
+
+// TestTopKeysSampledAllocatesNothing: a check of a shard that samples
+// (10,000 checks at one instant of a manual clock put it past
+// TopKeysSampleAbove) allocates nothing either, picked or skipped, by rule
+// or with an ad-hoc policy; Top says the hits are sampled. (AllocsPerRun
+// refuses to run in parallel.)
+func TestTopKeysSampledAllocatesNothing(t *testing.T) {
+	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, TopKeys: true})
+	ctx := context.Background()
+	for _, req := range []table.Request{hit("alice", 1<<40), {ID: "bob", Policy: table.Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1, Namespace: "api"}} {
+		for range 10_000 {
+			check(t, s, req)
+		}
+		if n := testing.AllocsPerRun(5000, func() { _, _ = s.Check(ctx, req) }); n != 0 {
+			t.Errorf("Check(%+v) with top keys, sampled: %v allocations, want 0", req, n)
+		}
+	}
+	if tk := top(t, s, topk.Hits, topk.Minute, clk.Now()); !tk.Sampled {
+		t.Errorf("Top: not sampled after 30,000 checks at one instant: %+v", tk)
 	}
 }
 
@@ -287,7 +306,7 @@ func TestIDHashIsTopkHash(t *testing.T) {
 func TestTopKeysCallWithoutHash(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, TopKeys: true, TopKeysSample: 1})
+	s := startSystem(t, Config{Shards: 1, Clock: clk, SweepInterval: -1, TopKeys: true})
 	long := strings.Repeat("x", topk.IDBytes)
 	sh := s.shards[0]
 	for i, id := range []string{long + "a", long + "b", long + "b"} {
