@@ -194,7 +194,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("%w: SegmentSize %d is negative", ErrConfig, cfg.SegmentSize)
 	case cfg.SnapshotThreshold < 0:
 		return cfg, fmt.Errorf("%w: SnapshotThreshold %d is negative", ErrConfig, cfg.SnapshotThreshold)
-	case cfg.TopKeysSample < 0 || cfg.TopKeysSample > topk.MaxSample || cfg.TopKeysSample&(cfg.TopKeysSample-1) != 0:
+	case !topk.ValidSampleRate(cfg.TopKeysSample):
 		return cfg, fmt.Errorf("%w: TopKeysSample %d is neither 0 nor a power of two in [1, %d]", ErrConfig, cfg.TopKeysSample, topk.MaxSample)
 	}
 	if cfg.TopKeysSample == 0 {

@@ -97,12 +97,14 @@ func newSketch(cfg *Config) *topk.Sketch {
 // not denied is observed only if the shard's sampler picks it, with the
 // weight it gives (Config.TopKeysSample).
 func (sh *shard) observe(hash, tag uint64, req *table.Request, d *table.Decision, now time.Time) {
-	if sh.skips(req, d) {
-		return
-	}
 	hits := req.Hits
 	if hits <= 0 {
 		return // a peek counts nothing
+	}
+	// A caller that asked skips first and was told false asks again here
+	// at no cost: the sampler's count stays 0 until Weigh.
+	if sh.skips(req, d) {
+		return
 	}
 	denied := !d.Allowed && !d.Full
 	if !denied {

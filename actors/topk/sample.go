@@ -79,13 +79,19 @@ type sampling struct {
 	sampled   int64   // Unix ns of the last pick at a rate above 1, or MinInt64
 }
 
+// ValidSampleRate reports whether rate is a SampleConfig.Rate: 0, or a
+// power of two in [1, MaxSample].
+func ValidSampleRate(rate int) bool {
+	return rate >= 0 && rate <= MaxSample && rate&(rate-1) == 0
+}
+
 // NewSampler returns a Sampler of cfg; the error, for a Rate out of
 // range, matches ErrConfig.
 func NewSampler(cfg SampleConfig) (Sampler, error) {
-	rate := max(cfg.Rate, 1)
-	if rate > MaxSample || rate&(rate-1) != 0 || cfg.Rate < 0 {
+	if !ValidSampleRate(cfg.Rate) {
 		return Sampler{}, fmt.Errorf("%w: sample rate %d is not a power of two in [1, %d]", ErrConfig, cfg.Rate, MaxSample)
 	}
+	rate := max(cfg.Rate, 1)
 	if !(cfg.Above >= 0) || math.IsInf(cfg.Above, 1) {
 		return Sampler{}, fmt.Errorf("%w: sample threshold %v is not a finite rate ≥ 0", ErrConfig, cfg.Above)
 	}

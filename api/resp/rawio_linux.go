@@ -100,7 +100,12 @@ func (r *rawIO) read(fd uintptr) bool {
 // Write implements io.Writer.
 func (r *rawIO) Write(b []byte) (int, error) {
 	r.wr = rawOp{b: b}
-	err := r.rc.Write(r.writeFn)
+	return r.wrote(r.rc.Write(r.writeFn))
+}
+
+// wrote ends the write of r.wr, err the poller's: the bytes written, and
+// err or else the write's own error.
+func (r *rawIO) wrote(err error) (int, error) {
 	done, errno := r.wr.n, r.wr.errno
 	r.wr.b = nil
 	if err == nil && errno != 0 {
@@ -122,12 +127,7 @@ func (r *rawIO) writeWithin(b []byte, d time.Duration) (int, error) {
 		err = r.rc.Write(r.writeFn)
 		_ = r.tc.SetWriteDeadline(time.Time{})
 	}
-	done, errno := r.wr.n, r.wr.errno
-	r.wr.b = nil
-	if err == nil && errno != 0 {
-		err = &net.OpError{Op: "write", Net: "tcp", Err: errno}
-	}
-	return done, err
+	return r.wrote(err)
 }
 
 // write is the poller's callback of Write: false to wait for room (true,
