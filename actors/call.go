@@ -148,7 +148,7 @@ func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, r *table.Res
 	// for the shard is decided at the time it came, or at the latest time
 	// the shard's table has seen if that is later (a table never goes
 	// back).
-	now := s.cfg.Clock.Now()
+	now := s.unixNano()
 	th := maphash.String(*s.cfg.idSeed, req.ID)
 	if !sh.acquire(wait) {
 		return false, nil
@@ -175,11 +175,12 @@ func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, r *table.Res
 	return true, err
 }
 
-// decideOwn decides req (th its hash in the shard's table) alone at now,
+// decideOwn decides req (th its hash in the shard's table) alone at now
+// (Unix ns),
 // its answer into r, holding sh.mu, when nothing is queued and the journal
 // is not broken: serve's work for a batch of one check, without the batch.
 // A panic answers ErrUnavailable and repairs the shard, as in serve.
-func (sh *shard) decideOwn(cfg *Config, req *table.Request, th uint64, r *table.Reservation, now time.Time) (err error, crashed bool) {
+func (sh *shard) decideOwn(cfg *Config, req *table.Request, th uint64, r *table.Reservation, now int64) (err error, crashed bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			sh.repair(cfg, p, 1)
@@ -197,11 +198,11 @@ func (sh *shard) decideOwn(cfg *Config, req *table.Request, th uint64, r *table.
 		// checks/s without top keys, against 0.97).
 		sh.top.Prefetch(th)
 	}
-	sh.table.ReserveHashedTo(r, req, th, now)
+	sh.table.ReserveHashedAt(r, req, th, now)
 	if sh.top != nil && !sh.skips(req, &r.Decision) {
 		// Most admitted checks are skipped by the inlined skips, without
 		// observe's call.
-		sh.observe(0, th, req, &r.Decision, now) // idHash only if the front misses
+		sh.observe(0, th, req, &r.Decision, time.Unix(0, now)) // idHash only if the front misses
 	}
 	// The journal takes the change before the answer, as in serve.
 	return sh.finish(cfg, 1), false

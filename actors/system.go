@@ -101,7 +101,9 @@ type Config struct {
 	// BucketTTL keeps expired buckets this much longer (for inspection); it
 	// never deletes one sooner. Must not be negative.
 	BucketTTL time.Duration
-	// Clock is the time source; nil means the system clock.
+	// Clock is the time source; nil means the system clock. A check its
+	// caller decides alone reads it by UnixNano where it is also a
+	// clock.UnixNanoer (as the system clock is), Now otherwise.
 	Clock Clock
 	// Logger receives the system's logs and protoactor's; nil discards them.
 	Logger *slog.Logger
@@ -255,6 +257,7 @@ type System struct {
 	mask     uint64           // len(shards)-1 if it is a power of two above 1, else 0 (see shardOfHash)
 	lock     *journal.DirLock // nil without a data directory
 	cl       *cluster         // nil unless cluster mode
+	nanos    clock.UnixNanoer // cfg.Clock, if it reads Unix ns without a time.Time; else nil
 
 	stopOnce sync.Once
 	stopErr  error
@@ -334,6 +337,7 @@ func newSystem(cfg Config, lock *journal.DirLock) *System {
 	}
 	s.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	s.mask = shardMask(len(s.shards))
+	s.nanos, _ = cfg.Clock.(clock.UnixNanoer)
 	if cfg.Cluster != nil {
 		s.cl = newCluster(s, *cfg.Cluster)
 	}
@@ -367,6 +371,14 @@ func (s *System) start(ctx context.Context) error {
 		s.sweeping = startSweeping(s.shards, &s.cfg)
 	}
 	return nil
+}
+
+// unixNano reads the clock in Unix ns, for a check decided alone.
+func (s *System) unixNano() int64 {
+	if s.nanos != nil {
+		return s.nanos.UnixNano()
+	}
+	return s.cfg.Clock.Now().UnixNano()
 }
 
 // Check counts req against its limit and returns the decision. The checks

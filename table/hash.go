@@ -86,7 +86,7 @@ func (t *Table) Hash(id string) uint64 { return t.hashID(id) }
 // found, and a new one is made). It saves Apply's hashing of the id.
 func (t *Table) ApplyHashed(req Request, h uint64, now time.Time) Decision {
 	var d Decision
-	t.apply(&d, &req, h, now)
+	t.apply(&d, &req, h, now.UnixNano())
 	return d
 }
 
@@ -102,12 +102,21 @@ func (t *Table) ReserveHashed(req Request, h uint64, now time.Time) Reservation 
 // memory: neither is copied on the way (measured in the actors package's
 // BenchmarkCheck, p=1 and p=64: +5.5% checks/s). req is not changed.
 func (t *Table) ApplyHashedTo(d *Decision, req *Request, h uint64, now time.Time) {
-	t.apply(d, req, h, now)
+	t.apply(d, req, h, now.UnixNano())
 }
 
 // ReserveHashedTo: see ApplyHashedTo.
 func (t *Table) ReserveHashedTo(r *Reservation, req *Request, h uint64, now time.Time) {
+	t.ReserveHashedAt(r, req, h, now.UnixNano())
+}
+
+// ReserveHashedAt is ReserveHashedTo at the time unixNano (now.UnixNano()),
+// for a caller whose clock reads nanoseconds without a time.Time: the
+// System clock reads them in about 55 ns against 75 ns for
+// Now().UnixNano() on the bench machine (actors/clock's
+// BenchmarkSystemClock).
+func (t *Table) ReserveHashedAt(r *Reservation, req *Request, h uint64, unixNano int64) {
 	t.counted = 0
-	t.apply(&r.Decision, req, h, now)
+	t.apply(&r.Decision, req, h, unixNano)
 	r.Window = t.counted
 }

@@ -2,8 +2,11 @@ package table
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // TestValidateIDUTF8: an id that is not valid UTF-8 is refused with a
@@ -26,5 +29,51 @@ func TestValidateIDUTF8(t *testing.T) {
 		if err := r.Validate(); err != nil {
 			t.Errorf("id %q: got %v, want it valid", id, err)
 		}
+	}
+}
+
+// TestValidUTF8AgreesWithTheStandardLibrary: the fast path answers as
+// utf8.ValidString for every length from 0 to 40 with one odd byte (a
+// lone continuation byte, a lead byte cut short, a 2-byte rune, an
+// overlong form, 0x7f and 0xff) at every position, so every word and the
+// overlapping last word are covered, and for ids of 0 to 40 ASCII bytes.
+func TestValidUTF8AgreesWithTheStandardLibrary(t *testing.T) {
+	t.Parallel()
+	odd := []string{"\x80", "\xc3", "é", "\xc0\xaf", "\x7f", "\xff", "😀", "\xf0\x9f\x98"}
+	for n := 0; n <= 40; n++ {
+		base := strings.Repeat("a", n)
+		if got := validUTF8(base); !got {
+			t.Fatalf("%d ASCII bytes: got invalid", n)
+		}
+		for i := 0; i <= n; i++ {
+			for _, o := range odd {
+				s := base[:i] + o + base[i:]
+				if got, want := validUTF8(s), utf8.ValidString(s); got != want {
+					t.Fatalf("%q: validUTF8 %v, utf8.ValidString %v", s, got, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkValidUTF8 compares validUTF8 with utf8.ValidString on ASCII
+// ids of 9, 12 and 40 bytes.
+func BenchmarkValidUTF8(b *testing.B) {
+	ids := []string{"user-7919", "user-1234567", "tenant-42/route/api/v1/users/1234567890"}
+	var sink bool
+	for _, id := range ids {
+		b.Run("baseline=utf8.ValidString/len="+strconv.Itoa(len(id)), func(b *testing.B) {
+			for b.Loop() {
+				sink = utf8.ValidString(id)
+			}
+		})
+		b.Run("validUTF8/len="+strconv.Itoa(len(id)), func(b *testing.B) {
+			for b.Loop() {
+				sink = validUTF8(id)
+			}
+		})
+	}
+	if !sink {
+		b.Fatal("an ASCII id reported invalid")
 	}
 }

@@ -1,6 +1,10 @@
 package table
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"unicode/utf8"
+	"unsafe"
+)
 
 // arena stores the buckets' ids without a string header or an allocation
 // per id: an id of length n lives in the class of length n, a list of
@@ -130,4 +134,26 @@ func (a *arena) footprint() (chunks, other int64) {
 		}
 	}
 	return a.bytes, other
+}
+
+// validUTF8 is utf8.ValidString(s), with a fast path for the ids of most
+// checks, which are ASCII: eight bytes at a time, the last word read
+// overlapping the one before it. About 6 ns for an id of 12 bytes against
+// 13 ns for utf8.ValidString (BenchmarkValidUTF8); a non-ASCII id pays
+// both.
+func validUTF8(s string) bool {
+	n := len(s)
+	if n < 8 {
+		var a byte
+		for i := 0; i < n; i++ {
+			a |= s[i]
+		}
+		return a < utf8.RuneSelf || utf8.ValidString(s)
+	}
+	b := unsafe.Slice(unsafe.StringData(s), n)
+	a := binary.LittleEndian.Uint64(b[n-8:])
+	for i := 0; i+8 <= n; i += 8 {
+		a |= binary.LittleEndian.Uint64(b[i:])
+	}
+	return a&0x8080808080808080 == 0 || utf8.ValidString(s)
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Limits on a Request, enforced by Request.Validate.
@@ -220,7 +219,7 @@ func (r *Request) Validate() error {
 		return &FieldError{Field: "id", Message: MsgRequired}
 	case len(r.ID) > MaxIDLen:
 		return &FieldError{Field: "id", Message: MsgIDLen}
-	case !utf8.ValidString(r.ID):
+	case !validUTF8(r.ID):
 		return &FieldError{Field: "id", Message: MsgUTF8}
 	}
 	if err := r.Policy.Validate(); err != nil {

@@ -160,6 +160,18 @@ type gwin struct {
 	id     uint32 // index in Table.wins
 }
 
+// windowAt returns the window of g (width ms wide, g's key's widthMs) that
+// holds the time ms, floorDiv(ms, width): without the division when ms is
+// in g's latest window, as for most checks (g may be nil).
+func (g *group) windowAt(ms, width int64) int64 {
+	if g != nil && len(g.wins) > 0 {
+		if start := g.wins[len(g.wins)-1].bucket * width; start <= ms && ms-start < width {
+			return g.wins[len(g.wins)-1].bucket
+		}
+	}
+	return floorDiv(ms, width)
+}
+
 // windowOf returns the id of g's window b, if it holds a bucket. The
 // current window is the last: the search starts there.
 func (g *group) windowOf(b int64) (uint32, bool) {
@@ -292,8 +304,11 @@ func (t *Table) Stats() Stats { return t.stats }
 
 // advance moves the table's clock to now unless it is already later, and
 // returns the table's time in Unix nanoseconds and milliseconds.
-func (t *Table) advance(now time.Time) (ns, ms int64) {
-	if n := now.UnixNano(); n > t.nowNs {
+func (t *Table) advance(now time.Time) (ns, ms int64) { return t.advanceTo(now.UnixNano()) }
+
+// advanceTo is advance at the time n, in Unix ns.
+func (t *Table) advanceTo(n int64) (ns, ms int64) {
+	if n > t.nowNs {
 		t.nowNs = n
 	}
 	return t.nowNs, floorDiv(t.nowNs, msNs)
@@ -353,7 +368,7 @@ func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
 // (see Request.Validate); the System facade validates before it asks.
 func (t *Table) Apply(req Request, now time.Time) Decision {
 	var d Decision
-	t.apply(&d, &req, t.hashID(req.ID), now)
+	t.apply(&d, &req, t.hashID(req.ID), now.UnixNano())
 	return d
 }
 
@@ -364,8 +379,8 @@ func (t *Table) Apply(req Request, now time.Time) Decision {
 // stores had just written, most likely a stall each (a profile put the
 // time on those copies; BenchmarkApply at 1k keys went from 100 to 72 ns
 // a check without them).
-func (t *Table) apply(d *Decision, req *Request, h uint64, now time.Time) {
-	ns, ms := t.advance(now)
+func (t *Table) apply(d *Decision, req *Request, h uint64, unixNano int64) {
+	ns, ms := t.advanceTo(unixNano)
 	var k *groupKey
 	g := t.sameGroup(req)
 	if g != nil {
@@ -421,7 +436,7 @@ func (t *Table) sameGroup(req *Request) *group {
 }
 
 func (t *Table) applyFixed(d *Decision, g *group, k *groupKey, req *Request, h uint64, ns, ms int64) {
-	b := floorDiv(ms, k.widthMs)
+	b := g.windowAt(ms, k.widthMs)
 	reset := (b+1)*k.widthMs*msNs - ns
 	if g != nil {
 		if it, ok := t.find(g, b, h, req.ID); ok {
@@ -448,7 +463,7 @@ func (t *Table) applyFixed(d *Decision, g *group, k *groupKey, req *Request, h u
 }
 
 func (t *Table) applySliding(d *Decision, g *group, k *groupKey, req *Request, h uint64, ns, ms int64) {
-	b := floorDiv(ms, k.widthMs)
+	b := g.windowAt(ms, k.widthMs)
 	w := windowState{size: k.widthMs * msNs}
 	w.elapsed = ns - b*w.size
 	var cur item
@@ -490,7 +505,7 @@ func (t *Table) applyGCRA(d *Decision, g *group, k *groupKey, req *Request, h ui
 		return
 	}
 	width := k.widthMs * msNs
-	b := floorDiv(ms, k.widthMs)
+	b := g.windowAt(ms, k.widthMs)
 	c := gcraState{emission: emission(req.Scale, req.Limit), burst: burst, tat: ns}
 	it, found := item{}, false
 	if g != nil {

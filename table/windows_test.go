@@ -219,3 +219,30 @@ func TestStampsOfLongWindows(t *testing.T) {
 		check("restored", again)
 	}
 }
+
+// TestWindowAtIsFloorDiv: a group's shortcut to the window of a time
+// answers floorDiv for times in its latest window, before it, after it and
+// on both edges, for a group with no window and for no group.
+func TestWindowAtIsFloorDiv(t *testing.T) {
+	t.Parallel()
+	for _, width := range []int64{1, 7, 1000, 3_600_000, int64(MaxScale / time.Millisecond)} {
+		for _, latest := range []int64{0, 1, 5, 482_000} {
+			g := &group{wins: []gwin{{bucket: latest - 3}, {bucket: latest}}}
+			for _, ms := range []int64{0, 1, latest*width - 1, latest * width, latest*width + 1, (latest+1)*width - 1, (latest + 1) * width, (latest+5)*width + 3, 1_764_000_000_000} {
+				if ms < 0 {
+					continue
+				}
+				want := floorDiv(ms, width)
+				if got := g.windowAt(ms, width); got != want {
+					t.Errorf("width %d, latest window %d, ms %d: windowAt %d, want %d", width, latest, ms, got, want)
+				}
+				if got := (&group{}).windowAt(ms, width); got != want {
+					t.Errorf("width %d, no window, ms %d: windowAt %d, want %d", width, ms, got, want)
+				}
+				if got := (*group)(nil).windowAt(ms, width); got != want {
+					t.Errorf("width %d, no group, ms %d: windowAt %d, want %d", width, ms, got, want)
+				}
+			}
+		}
+	}
+}

@@ -17,6 +17,14 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
+// UnixNanoer is a Clock that also reads its time as Unix nanoseconds,
+// Now().UnixNano() without building a time.Time: a System decides a
+// check from that reading only, so it asks for it where its Clock has it.
+type UnixNanoer interface {
+	Clock
+	UnixNano() int64
+}
+
 // Timer is a pending AfterFunc call.
 type Timer interface {
 	// Stop prevents the call if it has not happened yet, and reports whether it did.
@@ -58,8 +66,7 @@ func WithLogger(l *slog.Logger) Option {
 // table's own guard holds: it never goes back to a time earlier than one it
 // has seen, journalled ones included.
 func System(opts ...Option) Clock {
-	start := time.Now()
-	return newSystemClock(time.Now, func() time.Duration { return time.Since(start) }, opts...)
+	return newSystemClock(time.Now, nil, opts...)
 }
 
 const (
@@ -74,10 +81,12 @@ const (
 )
 
 // systemClock reads wall for the wall clock and mono for the monotonic one
-// (the time since some fixed instant); tests inject both.
+// (the time since some fixed instant); tests inject both. A nil mono is
+// the time since start, read without a call through a func value.
 type systemClock struct {
 	wall   func() time.Time
 	mono   func() time.Duration
+	start  time.Time
 	log    *slog.Logger
 	anchor atomic.Pointer[anchor]
 }
@@ -86,6 +95,7 @@ type systemClock struct {
 // the offset of the wall clock from it then, still to be slewed away.
 type anchor struct {
 	at   time.Time // without a monotonic reading: compared by wall time
+	atNs int64     // at.UnixNano()
 	mono time.Duration
 	off  time.Duration
 }
@@ -104,11 +114,12 @@ func (a *anchor) slew(d time.Duration) time.Duration {
 }
 
 func newSystemClock(wall func() time.Time, mono func() time.Duration, opts ...Option) *systemClock {
-	c := &systemClock{wall: wall, mono: mono, log: slog.New(slog.DiscardHandler)}
+	c := &systemClock{wall: wall, mono: mono, start: time.Now(), log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(c)
 	}
-	c.anchor.Store(&anchor{at: wall().Round(0), mono: mono()})
+	at := wall().Round(0)
+	c.anchor.Store(&anchor{at: at, atNs: at.UnixNano(), mono: c.monotonic()})
 	return c
 }
 
@@ -119,7 +130,7 @@ func newSystemClock(wall func() time.Time, mono func() time.Duration, opts ...Op
 // nanoseconds between the winner's read and its store); a table's own guard
 // absorbs it.
 func (c *systemClock) Now() time.Time {
-	m := c.mono()
+	m := c.monotonic()
 	a := c.anchor.Load()
 	d := m - a.mono
 	if d < anchorAge {
@@ -128,11 +139,32 @@ func (c *systemClock) Now() time.Time {
 	return c.reanchor(a, m, d)
 }
 
+// monotonic reads the monotonic clock.
+func (c *systemClock) monotonic() time.Duration {
+	if c.mono == nil {
+		return time.Since(c.start)
+	}
+	return c.mono()
+}
+
+// UnixNano is Now().UnixNano() without building the time.Time: the
+// reading a check is decided at (see UnixNanoer).
+func (c *systemClock) UnixNano() int64 {
+	m := c.monotonic()
+	a := c.anchor.Load()
+	if d := m - a.mono; d < anchorAge {
+		d = max(d, 0)
+		return a.atNs + int64(d+a.slew(d))
+	}
+	return c.reanchor(a, m, m-a.mono).UnixNano()
+}
+
 // reanchor replaces anchor a, d old at monotonic time m, by one at m, with
 // the wall clock's new offset; one caller wins, the others read the winner's.
 func (c *systemClock) reanchor(a *anchor, m, d time.Duration) time.Time {
 	w := c.wall().Round(0)
-	n := &anchor{at: a.after(d), mono: m}
+	at := a.after(d)
+	n := &anchor{at: at, atNs: at.UnixNano(), mono: m}
 	n.off = w.Sub(n.at)
 	if !c.anchor.CompareAndSwap(a, n) {
 		o := c.anchor.Load()

@@ -67,7 +67,8 @@ func abs(d time.Duration) time.Duration { return max(d, -d) }
 //     they equal the wall from s + 2·anchorAge + slewDiv·|e| on: a second for
 //     the step to be seen, a second's worth of slewing the wrong way, then
 //     the slew;
-//   - the clock logs exactly the scenario's lines.
+//   - the clock logs exactly the scenario's lines;
+//   - UnixNano reads Now().UnixNano().
 func runSlew(t *testing.T, sc slewScenario) {
 	t.Helper()
 	var mono time.Duration
@@ -113,7 +114,20 @@ func runSlew(t *testing.T, sc slewScenario) {
 	}
 	fill(prev)
 	for mono = slewStep; mono <= sc.total; mono += slewStep {
-		now := c.Now()
+		// UnixNano reads what Now reads, whichever of the two is the one
+		// that re-anchors (they take turns from one anchorAge to the next).
+		var now time.Time
+		var ns int64
+		if mono/anchorAge%2 == 0 {
+			now = c.Now()
+			ns = c.UnixNano()
+		} else {
+			ns = c.UnixNano()
+			now = c.Now()
+		}
+		if ns != now.UnixNano() {
+			firstFail("unixnano", "at %v: UnixNano read %d, want Now().UnixNano() %d", mono, ns, now.UnixNano())
+		}
 		if adv := now.Sub(prev); adv*slewDiv < slewStep*(slewDiv-1) || adv*slewDiv > slewStep*(slewDiv+1) {
 			firstFail("rate", "at %v: the clock advanced %v in %v of monotonic time, want within 1/%d of it", mono, adv, slewStep, slewDiv)
 		}
