@@ -176,9 +176,9 @@ func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, r *table.Res
 }
 
 // decideOwn decides req (th its hash in the shard's table) alone at now
-// (Unix ns),
-// its answer into r, holding sh.mu, when nothing is queued and the journal
-// is not broken: serve's work for a batch of one check, without the batch.
+// (Unix ns), its answer into r, holding sh.mu, when nothing is queued and
+// the journal is not broken: serve's work for a batch of one check,
+// without the batch.
 // A panic answers ErrUnavailable and repairs the shard, as in serve.
 func (sh *shard) decideOwn(cfg *Config, req *table.Request, th uint64, r *table.Reservation, now int64) (err error, crashed bool) {
 	defer func() {
