@@ -43,6 +43,17 @@ func (s *System) CheckEach(ctx context.Context, reqs []table.Request, decs []tab
 	if len(decs) != len(reqs) {
 		panic(fmt.Sprintf("actors: CheckEach: %d decisions for %d requests", len(decs), len(reqs)))
 	}
+	if len(reqs) == 1 && s.cl == nil {
+		// One request (a client's command that came alone) is decided as
+		// Check decides it, without a call from the pool, the sorting or
+		// the batch.
+		var r table.Reservation
+		if err := s.reserve(ctx, &reqs[0], &r); err != nil {
+			return errors.Join(&table.IndexError{Index: 0, Err: err})
+		}
+		decs[0] = r.Decision
+		return nil
+	}
 	var failed []error // of *table.IndexError
 	fail := func(i int, err error) { failed = append(failed, &table.IndexError{Index: i, Err: err}) }
 	// order holds shard<<32 | index of each valid request: sorted, it lists

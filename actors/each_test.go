@@ -362,3 +362,76 @@ func TestCheckEachLengths(t *testing.T) {
 	}()
 	_ = s.CheckEach(context.Background(), []table.Request{hit("a", 1), hit("b", 1)}, make([]table.Decision, 1))
 }
+
+// TestCheckEachOfOne: a CheckEach of one request (decided as Check decides
+// it) counts it, names it by index 0 when it fails (invalid: not counted,
+// decs[0] left as it was; a done ctx: not counted; a crash of its shard:
+// ErrUnavailable and the shard rebuilt; after Stop: ErrStopped).
+func TestCheckEachOfOne(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, Config{Shards: 2, SweepInterval: -1, applyHook: poisonHook})
+	decs := make([]table.Decision, 1)
+	for want := int64(1); want <= 3; want++ {
+		if err := s.CheckEach(context.Background(), []table.Request{hit("a", 3)}, decs); err != nil || !decs[0].Allowed || decs[0].Count != want {
+			t.Fatalf("hit %d of a: got %+v, %v, want allowed with count %d", want, decs[0], err, want)
+		}
+	}
+	if err := s.CheckEach(context.Background(), []table.Request{hit("a", 3)}, decs); err != nil || decs[0].Allowed || decs[0].Count != 3 {
+		t.Fatalf("hit 4 of a: got %+v, %v, want denied with count 3", decs[0], err)
+	}
+
+	decs[0] = table.Decision{Count: 42}
+	bad := hit("a", 3)
+	bad.Hits = -1
+	err := s.CheckEach(context.Background(), []table.Request{bad}, decs)
+	var fe *table.FieldError
+	if got := failures(t, err); len(got) != 1 || !errors.As(got[0], &fe) || fe.Field != "hits" || !errors.Is(err, table.ErrInvalid) {
+		t.Fatalf("an invalid request: got %v, want a FieldError on hits for index 0", err)
+	}
+	if decs[0].Count != 42 {
+		t.Errorf("an invalid request changed decs[0] to %+v", decs[0])
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := failures(t, s.CheckEach(ctx, []table.Request{hit("b", 5)}, decs)); len(got) != 1 || !errors.Is(got[0], context.Canceled) {
+		t.Fatalf("with a done ctx: got %v, want context.Canceled for index 0", got)
+	}
+	peek := hit("b", 5)
+	peek.Hits = 0
+	if d, err := s.Check(context.Background(), peek); err != nil || d.Count != 0 {
+		t.Fatalf("b after the canceled check: got %+v, %v, want count 0", d, err)
+	}
+
+	if got := failures(t, s.CheckEach(context.Background(), []table.Request{hit("poison", 5)}, decs)); len(got) != 1 || !errors.Is(got[0], ErrUnavailable) {
+		t.Fatalf("a request that crashes its shard: got %v, want ErrUnavailable for index 0", got)
+	}
+	if got := s.Stats().Restarts; got != 1 {
+		t.Errorf("got %d restarts, want 1", got)
+	}
+
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(t, s.CheckEach(context.Background(), []table.Request{hit("a", 3)}, decs)); len(got) != 1 || !errors.Is(got[0], ErrStopped) {
+		t.Fatalf("after Stop: got %v, want ErrStopped for index 0", got)
+	}
+}
+
+// TestCheckEachOfOneAllocatesNothing: a CheckEach of one request that is
+// decided allocates nothing. (AllocsPerRun refuses to run in parallel.)
+func TestCheckEachOfOneAllocatesNothing(t *testing.T) {
+	s := startSystem(t, Config{Shards: 2})
+	one := []table.Request{hit("c", 1<<40)}
+	decs := make([]table.Decision, 1)
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := s.CheckEach(context.Background(), one, decs); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a CheckEach of one allocates %.1f times, want 0", n)
+	}
+	if decs[0].Count != 1001 {
+		t.Errorf("after 1001 hits of c (AllocsPerRun's warm-up and runs): count %d", decs[0].Count)
+	}
+}
