@@ -68,6 +68,9 @@ func (r *runner) clusterSection(ctx context.Context) error {
 	if err := waitServing(ctx, bases); err != nil {
 		return err
 	}
+	if err := primeLinks(ctx, bases); err != nil {
+		return err
+	}
 	paths := getPaths()
 	targets := []*load.Target{
 		{Name: "single node", Base: "http://" + singleAddr, Method: http.MethodGet, Paths: paths, ChecksPerRequest: 1, CPU: cpuOf(single)},
@@ -329,6 +332,46 @@ func waitServing(ctx context.Context, bases []string) error {
 			return fmt.Errorf("the %d members did not settle within 60s (they serve %v vshards)", len(bases), served)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// primeIDs and primeWithin bound primeLinks.
+const (
+	primeIDs    = 64 // per member: each other member owns some of them
+	primeWithin = 15 * time.Second
+)
+
+// primeLinks makes each member forward checks to the others before any
+// timing. A member dials a peer at its first forwarded check, and on a
+// loaded 2-core host that dial and its TLS handshake can outlast the
+// forward timeout: a CI run saw 25 checks answered 503 at the first
+// instant of a target. Each member checks primeIDs ids of its own
+// ("prime-N", not the load's, so the counts the runs report are
+// untouched); a 503 is retried until primeWithin, any other failure ends
+// the section.
+func primeLinks(ctx context.Context, bases []string) error {
+	deadline := time.Now().Add(primeWithin)
+	for _, b := range bases {
+		for i := range primeIDs {
+			url := fmt.Sprintf("%s/check_rate?id=prime-%d&scale=%d&limit=%d", b, i, httpScaleMs, httpLimit)
+			for {
+				var a struct {
+					Allowed bool `json:"allowed"`
+				}
+				err := fetch(ctx, http.MethodGet, url, nil, &a)
+				if err == nil && a.Allowed {
+					break
+				}
+				if err == nil {
+					return fmt.Errorf("priming the members' links: GET %s: denied", url)
+				}
+				if !strings.Contains(err.Error(), "503 Service Unavailable") || time.Now().After(deadline) {
+					return fmt.Errorf("priming the members' links: %w", err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
 	}
 	return nil
 }
