@@ -95,7 +95,7 @@ type systemClock struct {
 // the offset of the wall clock from it then, still to be slewed away.
 type anchor struct {
 	at   time.Time // without a monotonic reading: compared by wall time
-	atNs int64     // at.UnixNano()
+	atNs int64     // at.UnixNano(), kept for UnixNano
 	mono time.Duration
 	off  time.Duration
 }
@@ -123,20 +123,34 @@ func newSystemClock(wall func() time.Time, mono func() time.Duration, opts ...Op
 	return c
 }
 
-// Now reads the monotonic clock before the anchor, so that an anchor stored
-// after that read never gives an earlier reading than the one it starts on.
-// A caller that read the monotonic clock after a re-anchoring one but loads
-// the old anchor reads off the new slope by at most a tenth of that gap (the
-// nanoseconds between the winner's read and its store); a table's own guard
-// absorbs it.
+// Now is the time: the anchor's plus the monotonic time since it, slewed.
 func (c *systemClock) Now() time.Time {
+	a, d := c.read()
+	return a.after(d)
+}
+
+// UnixNano is Now().UnixNano() without building the time.Time: the
+// reading a check is decided at (see UnixNanoer).
+func (c *systemClock) UnixNano() int64 {
+	a, d := c.read()
+	return a.atNs + int64(d+a.slew(d))
+}
+
+// read returns the anchor a reading is taken from and the monotonic time
+// since it, d >= 0, re-anchoring first when the anchor is anchorAge old.
+// It reads the monotonic clock before the anchor, so that an anchor stored
+// after that read never gives an earlier reading than the one it starts
+// on. A caller that read the monotonic clock after a re-anchoring one but
+// loads the old anchor reads off the new slope by at most a tenth of that
+// gap (the nanoseconds between the winner's read and its store); a table's
+// own guard absorbs it.
+func (c *systemClock) read() (*anchor, time.Duration) {
 	m := c.monotonic()
 	a := c.anchor.Load()
-	d := m - a.mono
-	if d < anchorAge {
-		return a.after(max(d, 0)) // d < 0: a newer anchor than m; its own reading
+	if d := m - a.mono; d < anchorAge {
+		return a, max(d, 0) // d < 0: a newer anchor than m; its own reading
 	}
-	return c.reanchor(a, m, d)
+	return c.reanchor(a, m)
 }
 
 // monotonic reads the monotonic clock.
@@ -147,33 +161,24 @@ func (c *systemClock) monotonic() time.Duration {
 	return c.mono()
 }
 
-// UnixNano is Now().UnixNano() without building the time.Time: the
-// reading a check is decided at (see UnixNanoer).
-func (c *systemClock) UnixNano() int64 {
-	m := c.monotonic()
-	a := c.anchor.Load()
-	if d := m - a.mono; d < anchorAge {
-		d = max(d, 0)
-		return a.atNs + int64(d+a.slew(d))
-	}
-	return c.reanchor(a, m, m-a.mono).UnixNano()
-}
-
-// reanchor replaces anchor a, d old at monotonic time m, by one at m, with
-// the wall clock's new offset; one caller wins, the others read the winner's.
-func (c *systemClock) reanchor(a *anchor, m, d time.Duration) time.Time {
+// reanchor replaces anchor a, at least anchorAge old at monotonic time m,
+// by one at m, with the wall clock's new offset, and returns the anchor to
+// read m from and m's age past it: one caller wins and reads its new
+// anchor, the others read the winner's.
+func (c *systemClock) reanchor(a *anchor, m time.Duration) (*anchor, time.Duration) {
+	d := m - a.mono
 	w := c.wall().Round(0)
 	at := a.after(d)
 	n := &anchor{at: at, atNs: at.UnixNano(), mono: m}
 	n.off = w.Sub(n.at)
 	if !c.anchor.CompareAndSwap(a, n) {
 		o := c.anchor.Load()
-		return o.after(max(m-o.mono, 0))
+		return o, max(m-o.mono, 0)
 	}
 	if step := n.off - (a.off - a.slew(d)); step >= stepMin || step <= -stepMin {
 		c.log.Warn("wall clock stepped; slewing to it", "step", step, "offset", n.off, "catch_up", slewDiv*max(n.off, -n.off))
 	}
-	return n.at
+	return n, 0
 }
 
 func (*systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
