@@ -53,7 +53,8 @@ func TestHashKeyIsStable(t *testing.T) {
 }
 
 // TestApplyHashed: with the hash computed once by the caller (keyed or
-// not), ApplyHashed, ReserveHashed and their To forms decide exactly as
+// not), ApplyHashed, ReserveHashed, their To forms and ReserveHashedAt
+// (the time in Unix ns) decide exactly as
 // Apply and Reserve, on the same buckets, leave the request as it was, and
 // allocate nothing. Not parallel: it counts allocations.
 func TestApplyHashed(t *testing.T) {
@@ -61,7 +62,7 @@ func TestApplyHashed(t *testing.T) {
 	seed := maphash.MakeSeed()
 	for _, cfg := range []Config{{}, {HashSeed: &seed}, {HashKey: &key}, {HashKey: &key, TrackChanges: true}} {
 		// One table per form, each given the same checks.
-		plain, hashed, to, applied, appliedTo := New(cfg), New(cfg), New(cfg), New(cfg), New(cfg)
+		plain, hashed, to, applied, appliedTo, atNs := New(cfg), New(cfg), New(cfg), New(cfg), New(cfg), New(cfg)
 		for i := range 2000 {
 			req := Request{ID: fmt.Sprint("id-", i%300), Policy: Policy{Algorithm: Algorithm(i % numAlgorithms), Scale: time.Second, Limit: 7}, Hits: int64(i % 3)}
 			now := at(int64(i * 3))
@@ -76,6 +77,11 @@ func TestApplyHashed(t *testing.T) {
 			if gotTo != want || req != asked {
 				t.Fatalf("check %d %+v: ReserveHashedTo %+v (request after it %+v), Reserve %+v", i, asked, gotTo, req, want)
 			}
+			gotAt := Reservation{Window: -1, Decision: Decision{Count: -1, Full: true}}
+			atNs.ReserveHashedAt(&gotAt, &req, atNs.Hash(req.ID), now.UnixNano())
+			if gotAt != want || req != asked {
+				t.Fatalf("check %d %+v: ReserveHashedAt %+v (request after it %+v), Reserve %+v", i, asked, gotAt, req, want)
+			}
 			if d := applied.ApplyHashed(req, applied.Hash(req.ID), now); d != want.Decision {
 				t.Fatalf("check %d %+v: ApplyHashed %+v, Reserve %+v", i, req, d, want.Decision)
 			}
@@ -85,7 +91,7 @@ func TestApplyHashed(t *testing.T) {
 				t.Fatalf("check %d %+v: ApplyHashedTo %+v (request after it %+v), Reserve %+v", i, asked, dTo, req, want.Decision)
 			}
 			w := fmt.Sprint(plain.Buckets(req.ID, now))
-			for _, tb := range []*Table{hashed, to, applied, appliedTo} {
+			for _, tb := range []*Table{hashed, to, applied, appliedTo, atNs} {
 				if g := fmt.Sprint(tb.Buckets(req.ID, now)); g != w {
 					t.Fatalf("check %d: buckets %v, want %v", i, g, w)
 				}
@@ -98,6 +104,7 @@ func TestApplyHashed(t *testing.T) {
 			"ApplyHashed":     func() { hashed.ApplyHashed(req, h, at(6000)) },
 			"ReserveHashedTo": func() { hashed.ReserveHashedTo(&r, &req, h, at(6000)) },
 			"ApplyHashedTo":   func() { hashed.ApplyHashedTo(&r.Decision, &req, h, at(6000)) },
+			"ReserveHashedAt": func() { hashed.ReserveHashedAt(&r, &req, h, at(6000).UnixNano()) },
 		} {
 			if n := testing.AllocsPerRun(100, f); n != 0 && !cfg.TrackChanges {
 				t.Fatalf("%s: %v allocations per call, want 0", name, n)
