@@ -165,8 +165,8 @@ type gwin struct {
 // in g's latest window, as for most checks (g may be nil).
 func (g *group) windowAt(ms, width int64) int64 {
 	if g != nil && len(g.wins) > 0 {
-		if start := g.wins[len(g.wins)-1].bucket * width; start <= ms && ms-start < width {
-			return g.wins[len(g.wins)-1].bucket
+		if b := g.wins[len(g.wins)-1].bucket; b*width <= ms && ms-b*width < width {
+			return b
 		}
 	}
 	return floorDiv(ms, width)
