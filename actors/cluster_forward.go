@@ -198,7 +198,8 @@ type outbox struct {
 	st      *fstream // the stream batches go on; nil: the next batch opens one
 	seq     atomic.Uint64
 
-	openMu sync.Mutex // one stream opening at a time
+	openMu  sync.Mutex  // one stream opening at a time
+	warming atomic.Bool // warmLinks is opening a stream
 }
 
 // fstream is one stream to the member and the batches in flight on it.
@@ -240,6 +241,35 @@ func (cl *cluster) link(to, addr string) *outbox {
 	ob := &outbox{cl: cl, to: to, addr: addr, cli: cli}
 	cl.links.Store(to, ob)
 	return ob
+}
+
+// warmLinks opens, in the background, a stream to each other member of vw
+// that has none (a new member, or one whose stream broke), so that the
+// first check forwarded there finds it open: otherwise that check waits
+// for the connection and the stream's opening, which on a loaded host
+// outlasted ForwardTimeout and answered the check unavailable. An opening
+// is bounded by ForwardTimeout, like a batch's: a batch that comes
+// meanwhile waits for it (openMu) no longer than it would open a stream
+// itself. A failure is left for the next pass, or the next batch, to try
+// again.
+func (cl *cluster) warmLinks(vw *view) {
+	for id, m := range vw.members {
+		if id == cl.id || m.Leaving {
+			continue
+		}
+		ob := cl.link(id, m.Addr)
+		if ob == nil || ob.current() != nil || !ob.warming.CompareAndSwap(false, true) {
+			continue
+		}
+		cl.loops.Add(1) // within the control loop, itself one of them
+		go func() {
+			defer cl.loops.Done()
+			defer ob.warming.Store(false)
+			if _, err := ob.stream(time.Now().Add(cl.cfg.ForwardTimeout)); err != nil && cl.stopCtx.Err() == nil {
+				cl.log.Debug("opening a stream to a member ahead of its checks failed; the next pass tries again", "member", ob.to, "addr", ob.addr, "err", err)
+			}
+		}()
+	}
 }
 
 // pruneLinks closes the outboxes of members gone from vw.

@@ -242,6 +242,7 @@ func (cl *cluster) reconcile() bool {
 		return false
 	}
 	cl.pruneLinks(vw)
+	cl.warmLinks(vw)
 	var acts []activation
 	var lost, dropped []int
 	var claims, takeovers []int

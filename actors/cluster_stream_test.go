@@ -172,3 +172,45 @@ func TestClusterStoppingOwnerAnswersWhatItWasSent(t *testing.T) {
 		t.Fatal("b's transport stopped at its deadline, not when a closed the stream")
 	}
 }
+
+// TestClusterMembersOpenTheirLinksBeforeTheFirstForward: each member opens
+// its stream to every other member as soon as it sees it, and opens
+// another when one breaks, before any check needs it; the first checks
+// forwarded go on that stream, counted exactly.
+func TestClusterMembersOpenTheirLinksBeforeTheFirstForward(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t)
+	a := tc.start(tc.config("a"))
+	b := tc.start(tc.config("b"))
+	tc.settle(a, b)
+	streams := func(m *member) int64 {
+		st, _ := m.ClusterStatus()
+		return st.Stats.ForwardStreams
+	}
+	waitFor(t, "a and b each open a stream to the other, no check forwarded", func() bool { return streams(a) == 1 && streams(b) == 1 })
+	if sa, _ := a.ClusterStatus(); sa.Stats.ForwardedChecks != 0 {
+		t.Fatalf("a forwarded %d checks before any was made", sa.Stats.ForwardedChecks)
+	}
+	req := table.Request{ID: ownedBy(t, b, "w-"), Policy: table.Policy{Scale: time.Hour, Limit: 1000}, Hits: 1}
+	for range 10 {
+		if d, err := a.Check(context.Background(), req); err != nil || !d.Allowed {
+			t.Fatalf("a forwarded check: %+v, %v", d, err)
+		}
+	}
+	sa, _ := a.ClusterStatus()
+	if sa.Stats.ForwardStreams != 1 || sa.Stats.ForwardedChecks != 10 || sa.Stats.Unavailable != 0 {
+		t.Fatalf("10 checks: a opened %d streams, forwarded %d, %d unavailable; want 1 (the one opened ahead), 10, 0",
+			sa.Stats.ForwardStreams, sa.Stats.ForwardedChecks, sa.Stats.Unavailable)
+	}
+	// The stream breaks: a opens another without waiting for a check.
+	ob := outboxOf(t, a, "b")
+	st := ob.current()
+	st.ps.Close()
+	waitFor(t, "a opens another stream to b, no check forwarded", func() bool {
+		cur := ob.current()
+		return cur != nil && cur != st && streams(a) == 2
+	})
+	if got := countOf(t, b, req); got != 10 {
+		t.Fatalf("count %d, want 10", got)
+	}
+}

@@ -343,9 +343,12 @@ const (
 )
 
 // primeLinks makes each member forward checks to the others before any
-// timing. A member dials a peer at its first forwarded check, and on a
-// loaded 2-core host that first dial can outlast the forward timeout: a
-// CI run saw 25 checks answered 503 at the first instant of a target. Each member checks primeIDs ids of its own
+// timing. A member opens its link to a peer in the background once it
+// sees the peer, and on a loaded 2-core host that opening can still be
+// under way when a target starts (a CI run, when a member dialled at its
+// first forwarded check, saw 25 checks answered 503 at the first instant
+// of a target); the first batches on a link also cost more. Each member
+// checks primeIDs ids of its own
 // ("prime-N", not the load's, so the counts the runs report are
 // untouched); a 503 is retried until primeWithin, any other failure ends
 // the section.
