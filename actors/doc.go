@@ -95,7 +95,9 @@
 // A check for a vshard owned elsewhere is queued for its owner and sent
 // with everything queued for that member in one batch, on one long-lived
 // gRPC stream per member (the member transport), which carries each check's vshard and the epoch it was
-// routed at. The owner decides it only if, holding the shard's lock, it
+// routed at. A member opens that stream in the background as soon as it
+// sees the member, and again when one breaks, so a check does not wait for
+// a connection. The owner decides it only if, holding the shard's lock, it
 // serves the vshard at that epoch or a later one and its lease has not
 // lapsed by its own monotonic clock (it stops a tenth of the TTL, at least
 // 100ms, before etcd could expire it); otherwise the check is answered
