@@ -38,14 +38,16 @@
 // it: a list linked through the buckets' cells, and an open-addressing
 // hash index (a 32-bit fingerprint of the key and the slot) that finds a
 // bucket by id in about one memory access, the key then compared in full.
-// A bucket's state is a 48-byte cell in a paged slab, without a pointer:
-// count, aux, its stamps in ms after its window's start, its window, its
-// fingerprint, the links of its window's list and the handle of its id,
-// which lives in an arena of 64 KiB chunks per id length (no string
-// header, no allocation per id; a deleted id's room goes to the next id of
-// its length). A hit on an existing bucket is one lookup and an in-place
-// update, with no allocation; creating a bucket adds a cell, its id and an
-// index entry. A token or leaky bucket lives in the window of its last
+// A bucket's state is a 56-byte cell in a paged slab, without a pointer:
+// count, aux, its stamps in ms after its window's start, its window, the
+// links of its window's list and its id, if it is of at most 17 bytes (an
+// IPv4 address, most user ids), so that finding a bucket touches its
+// index entry and its cell only; a longer id lives in an arena of 64 KiB
+// chunks per id length (no string header, no allocation per id; a deleted
+// id's room goes to the next id of its length), the cell holding its
+// handle. A hit on an existing bucket is one lookup and an in-place
+// update, with no allocation; creating a bucket adds a cell, an index
+// entry and, for a long id, its room in the arena. A token or leaky bucket lives in the window of its last
 // change, whose width is the scale or, if longer, the bucket's refill time.
 // Footprint reports the memory by part.
 //

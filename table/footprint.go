@@ -5,9 +5,10 @@ import "unsafe"
 // Footprint is the memory a Table holds, by part, in bytes.
 type Footprint struct {
 	Buckets int // the buckets in the table, expired or not
-	// Slab is the buckets' cells, 48 bytes each: counters, stamps, the
-	// key (window, fingerprint, id handle) and the links of the window
-	// lists that keep the table in window order.
+	// Slab is the buckets' cells, 56 bytes each: counters, stamps, the
+	// key (window, and the id itself if it is of at most 17 bytes, else
+	// its handle in the arena) and the links of the window lists that
+	// keep the table in window order.
 	Slab int64
 	// Index is the hash index: 8 bytes an entry, between 3/8 and 3/4 of
 	// its entries in use.
@@ -15,7 +16,8 @@ type Footprint struct {
 	// Windows is the windows and the limits (groups): their lists and the
 	// index of limits by expiry.
 	Windows int64
-	// IDs is the id arena: the ids' bytes, back to back by length.
+	// IDs is the id arena: the bytes of the ids longer than 17 bytes,
+	// back to back by length.
 	IDs int64
 	// Other is the rest: free lists, change tracking, the table itself.
 	Other int64

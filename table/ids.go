@@ -6,9 +6,10 @@ import (
 	"unsafe"
 )
 
-// arena stores the buckets' ids without a string header or an allocation
-// per id: an id of length n lives in the class of length n, a list of
-// chunks of at most chunkBytes holding ids of exactly n bytes back to back.
+// arena stores the ids too long for their cell (see inlineID) without a
+// string header or an allocation per id: an id of length n lives in the
+// class of length n, a list of chunks of at most chunkBytes holding ids of
+// exactly n bytes back to back.
 // An id is named by a handle, its chunk number and byte offset in the
 // chunk. A deleted id's room goes to the next id of the same length, so
 // deletions do not leak: a class never holds more than the most ids of its

@@ -71,12 +71,13 @@ func sortInts(a []int) {
 // slot has been looked at. Calls that go on from next, with no other
 // change in between that creates a bucket match selects, delete every such
 // bucket; a caller can so bound the time it holds the table. The deletions
-// are reported by Changes, so that a journal forgets the buckets too.
+// are reported by Changes, so that a journal forgets the buckets too. The
+// id match is given is valid only during the call.
 func (t *Table) DeleteMatching(match func(id string) bool, from, max int) (deleted, next int) {
 	end := min(uint64(from)+uint64(max), uint64(t.slots.used))
 	for i := uint64(from); i < end; i++ {
 		c := t.slots.cell(uint32(i))
-		if c.idLen == 0 || !match(t.ids.view(int(c.idLen), c.idHandle())) {
+		if c.idLen == 0 || !match(c.idIn(&t.ids)) {
 			continue
 		}
 		w := &t.wins[c.win]

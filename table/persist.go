@@ -70,7 +70,7 @@ func (t *Table) logDelete(g *group, it item) {
 		return
 	}
 	c := t.slots.cell(it.slot())
-	t.deleted = append(t.deleted, deletion{key: g.key, window: it.bucket, id: strings.Clone(t.ids.view(int(c.idLen), c.idHandle()))})
+	t.deleted = append(t.deleted, deletion{key: g.key, window: it.bucket, id: strings.Clone(c.idIn(&t.ids))})
 }
 
 // refOf is the reference under which slot i is journaled.
@@ -177,7 +177,7 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 		if t.bound(i) {
 			w.deltaCell(refOf(i), k.alg.gcra(), c)
 		} else {
-			w.putCell(k, it.bucket, refOf(i), c, t.ids.view(int(c.idLen), c.idHandle()))
+			w.putCell(k, it.bucket, refOf(i), c, c.idIn(&t.ids))
 		}
 	}
 	if err := emit(len(t.deleted), len(t.changed)); err != nil {
@@ -534,7 +534,7 @@ func (f *Frozen) each(fn func(k *groupKey, window int64, slot uint32, c *cell, i
 			}
 			for s := f.heads[gw.id]; s != 0; {
 				c := &f.pages[(s-1)>>pageBits][(s-1)&(pageSize-1)]
-				if err := fn(k, gw.bucket, s-1, c, f.ids.view(int(c.idLen), c.idHandle())); err != nil {
+				if err := fn(k, gw.bucket, s-1, c, c.idIn(f.ids)); err != nil {
 					return err
 				}
 				s = c.next

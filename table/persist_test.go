@@ -324,8 +324,20 @@ func TestFreezeIsConsistent(t *testing.T) {
 // traffic (every algorithm, rules and ad-hoc limits, refunds, resets, a
 // bounded table that evicts or refuses, sweeps), and compares the result
 // with the live table (seeded; the seed is printed).
+// TestRecoveryAgainstTheLiveTable: a table restored from the snapshot and
+// the records of a live one, after every batch of random work on it, holds
+// what it holds; with ids in cells and ids in the arena.
 func TestRecoveryAgainstTheLiveTable(t *testing.T) {
 	t.Parallel()
+	for name, prefix := range idPrefixes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			recoverLiveTable(t, prefix)
+		})
+	}
+}
+
+func recoverLiveTable(t *testing.T, prefix string) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
@@ -336,7 +348,7 @@ func TestRecoveryAgainstTheLiveTable(t *testing.T) {
 		for range rng.IntN(50) {
 			now += int64(rng.IntN(40))
 			req := Request{
-				ID:     fmt.Sprint("k", rng.IntN(30)),
+				ID:     fmt.Sprint(prefix, "k", rng.IntN(30)),
 				Policy: Policy{Scale: time.Duration(1+rng.IntN(4)) * 500 * time.Millisecond, Limit: int64(rng.IntN(6)), Algorithm: Algorithm(rng.IntN(numAlgorithms)), Burst: int64(rng.IntN(3)) * 4},
 				Hits:   int64(rng.IntN(3)),
 			}

@@ -353,7 +353,7 @@ func (t *Table) find(g *group, b int64, h uint64, id string) (item, bool) {
 			continue
 		}
 		slot := uint32(e) - 1
-		if c := t.slots.cell(slot); c.win == w && int(c.idLen) == len(id) && t.ids.view(len(id), c.idHandle()) == id {
+		if c := t.slots.cell(slot); c.win == w && c.hasID(&t.ids, id) {
 			return mkItem(g.id, b, slot), true
 		}
 	}
@@ -549,14 +549,13 @@ func (t *Table) moveTo(g *group, it item, b int64, h uint64, ms int64) item {
 	t.logDelete(g, it) // and its reference is unbound: its key changes
 	i := it.slot()
 	c := t.slots.mut(i)
-	t.wins[c.win].ix.del(c.fp, i)
+	t.wins[c.win].ix.del(keyFP(h, g.id, it.bucket), i)
 	t.detach(g, i)
-	c.fp = keyFP(h, g.id, b)
 	c.setCreated(ms - b*g.key.widthMs)
 	c.setModified(ms - b*g.key.widthMs)
 	w := t.openWindow(g, b)
 	t.link(w, i, c)
-	t.wins[w].ix.add(c.fp, i)
+	t.wins[w].ix.add(keyFP(h, g.id, b), i)
 	moved := mkItem(g.id, b, i)
 	t.rekey(it, moved)
 	return moved
@@ -659,13 +658,13 @@ func (t *Table) create(g *group, k *groupKey, b int64, h uint64, id string, coun
 func (t *Table) addCell(g *group, b int64, h uint64, id string, count, aux, createdOff, modifiedOff int64) uint32 {
 	idx := t.slots.alloc()
 	c := t.slots.mut(idx)
-	*c = cell{count: count, aux: aux, fp: keyFP(h, g.id, b)}
-	c.setID(len(id), t.ids.alloc(id))
+	*c = cell{count: count, aux: aux}
+	c.setID(&t.ids, id)
 	c.setCreated(createdOff)
 	c.setModified(modifiedOff)
 	w := t.openWindow(g, b)
 	t.link(w, idx, c)
-	t.wins[w].ix.add(c.fp, idx)
+	t.wins[w].ix.add(keyFP(h, g.id, b), idx)
 	t.ix.n++
 	t.n++
 	g.n++
@@ -764,7 +763,7 @@ func (t *Table) reindex(g *group, minBucket int64) {
 func (t *Table) remove(g *group, it item) bool {
 	i := it.slot()
 	c := t.slots.cell(i)
-	t.wins[c.win].ix.del(c.fp, i)
+	t.wins[c.win].ix.del(keyFP(t.hashID(c.idIn(&t.ids)), g.id, it.bucket), i)
 	t.detach(g, i)
 	t.release(i)
 	if g.n--; g.n == 0 {
@@ -904,8 +903,7 @@ func (t *Table) deleteBatch(g *group, cut int64, n int) int {
 // entry is gone or stale: out of the change log, its id out of the arena,
 // its cell back to the slab.
 func (t *Table) release(i uint32) {
-	c := t.slots.cell(i)
-	t.ids.free(int(c.idLen), c.idHandle())
+	t.slots.cell(i).freeID(&t.ids)
 	t.unmark(i)
 	t.unbind(i)
 	t.releaseRef(i)

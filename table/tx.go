@@ -92,12 +92,12 @@ func (t *Table) undoChange(u *undo) {
 	c := t.slots.mut(i)
 	if cur != back {
 		t.unbind(i) // the journal's binding, if any, is of cur's key
-		t.wins[c.win].ix.del(c.fp, i)
+		h := t.hashID(c.idIn(&t.ids))
+		t.wins[c.win].ix.del(keyFP(h, g.id, cur.bucket), i)
 		t.detach(g, i)
-		c.fp = keyFP(t.hashID(t.ids.view(int(c.idLen), c.idHandle())), g.id, u.bucket)
 		w := t.openWindow(g, u.bucket)
 		t.link(w, i, c)
-		t.wins[w].ix.add(c.fp, i)
+		t.wins[w].ix.add(keyFP(h, g.id, u.bucket), i)
 		t.rekey(cur, back)
 		if u.bucket < g.minBucket {
 			t.reindex(g, u.bucket)

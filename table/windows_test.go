@@ -35,7 +35,7 @@ func checkWindows(t *testing.T, tb *Table, where string) {
 				if c.win != gw.id || c.prev != prev || c.idLen == 0 {
 					t.Fatalf("%s: slot %d: window %d prev %d id length %d; want window %d prev %d", where, s-1, c.win, c.prev, c.idLen, gw.id, prev)
 				}
-				id := tb.ids.view(int(c.idLen), c.idHandle())
+				id := c.idIn(&tb.ids)
 				if it, ok := tb.find(g, gw.bucket, hashOf(tb, id), id); !ok || it != mkItem(g.id, gw.bucket, s-1) {
 					t.Fatalf("%s: bucket %q in window %d: the index finds %+v, %v", where, id, gw.bucket, it, ok)
 				}
@@ -69,9 +69,27 @@ func checkWindows(t *testing.T, tb *Table, where string) {
 // TestWindowsUnderChurn drives a bounded table through every algorithm,
 // rules and ad-hoc limits, resets, refunds, all-or-nothing units rolled
 // back and committed, evictions, partial sweeps and snapshots taken
-// meanwhile (seeded), and checks the windows after every batch.
+// meanwhile (seeded), and checks the windows after every batch: with ids
+// a cell holds itself and with ids in the arena (longer than inlineID).
 func TestWindowsUnderChurn(t *testing.T) {
 	t.Parallel()
+	for name, prefix := range idPrefixes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			churnWindows(t, prefix)
+		})
+	}
+}
+
+// idPrefixes are prefixes of the ids of tests that run with both kinds of
+// id: none, so that the ids fit in a cell, and one that makes each id
+// longer than inlineID, so that it lives in the arena.
+var idPrefixes = map[string]string{
+	"ids in cells":    "",
+	"ids in an arena": strings.Repeat("p", inlineID),
+}
+
+func churnWindows(t *testing.T, prefix string) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 3))
@@ -88,7 +106,7 @@ func TestWindowsUnderChurn(t *testing.T) {
 				now += int64(rng.IntN(30))
 			}
 			req := Request{
-				ID:     fmt.Sprint("k", rng.IntN(200), strings.Repeat("x", rng.IntN(3))),
+				ID:     fmt.Sprint(prefix, "k", rng.IntN(200), strings.Repeat("x", rng.IntN(3))),
 				Policy: Policy{Scale: time.Duration(1+rng.IntN(4)) * 250 * time.Millisecond, Limit: int64(1 + rng.IntN(6)), Algorithm: Algorithm(rng.IntN(numAlgorithms))},
 				Hits:   int64(rng.IntN(3)),
 			}
@@ -140,14 +158,25 @@ func TestWindowsUnderChurn(t *testing.T) {
 // TestFrozenIDsOutliveTheirBuckets: a snapshot being written still reads
 // the ids of buckets the owner deleted after the freeze, though new ids of
 // the same length arrive meanwhile; after the thaw, the new ids take the
-// room of the deleted ones instead of growing the arena.
+// room of the deleted ones instead of growing the arena. Ids a cell holds
+// are read from the frozen copy of their page; ids in the arena from the
+// arena, whose room is held back until the thaw.
 func TestFrozenIDsOutliveTheirBuckets(t *testing.T) {
 	t.Parallel()
+	for name, prefix := range idPrefixes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			frozenIDsOutliveTheirBuckets(t, prefix)
+		})
+	}
+}
+
+func frozenIDsOutliveTheirBuckets(t *testing.T, prefix string) {
 	tb := New(Config{})
 	const n = 3000
 	old := Policy{Scale: time.Second, Limit: 9}
 	for i := range n {
-		tb.Apply(Request{ID: fmt.Sprintf("old-%05d", i), Policy: old, Hits: 1}, at(0))
+		tb.Apply(Request{ID: fmt.Sprintf("%sold-%05d", prefix, i), Policy: old, Hits: 1}, at(0))
 	}
 	f := tb.Freeze(at(0))
 	want := snapshotOf(tb, at(0))
@@ -155,7 +184,7 @@ func TestFrozenIDsOutliveTheirBuckets(t *testing.T) {
 		t.Fatalf("swept %d, want %d", got, n)
 	}
 	for i := range n {
-		tb.Apply(Request{ID: fmt.Sprintf("new-%05d", i), Policy: old, Hits: 2}, at(1000))
+		tb.Apply(Request{ID: fmt.Sprintf("%snew-%05d", prefix, i), Policy: old, Hits: 2}, at(1000))
 	}
 	fresh := New(Config{})
 	restoreAll(t, fresh, collect(t, f.Records), at(0))
@@ -168,7 +197,7 @@ func TestFrozenIDsOutliveTheirBuckets(t *testing.T) {
 		t.Fatalf("swept %d, want %d", got, n)
 	}
 	for i := range n {
-		tb.Apply(Request{ID: fmt.Sprintf("nxt-%05d", i), Policy: old, Hits: 1}, at(2000))
+		tb.Apply(Request{ID: fmt.Sprintf("%snxt-%05d", prefix, i), Policy: old, Hits: 1}, at(2000))
 	}
 	if got := tb.Footprint().IDs; got != ids {
 		t.Fatalf("after the thaw the arena went from %d to %d bytes: freed room was not reused", ids, got)
