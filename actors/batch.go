@@ -6,13 +6,17 @@
 
 package actors
 
-import "github.com/ratelimitd/ratelimitd/table"
+import (
+	"context"
+
+	"github.com/ratelimitd/ratelimitd/table"
+)
 
 // hold locks every shard of held, in ascending order. If the System is
 // stopping, it locks none and returns ErrStopped.
 func (s *System) hold(held []*shard) error {
 	for i, sh := range held {
-		sh.acquire(true)
+		sh.acquire(context.Background()) // a batch waits for every shard
 		if sh.stopped {
 			for _, h := range held[:i+1] {
 				h.mu.Unlock()

@@ -90,7 +90,7 @@ func (s *System) call(ctx context.Context, o op, req table.Request) (*call, erro
 	c := s.calls.Get().(*call)
 	c.op, c.req, c.hash = o, req, idHash(req.ID)
 	sh := s.shardOfHash(c.hash)
-	served, err := s.serveDirect(sh, ctx.Done() == nil, c)
+	served, err := s.serveDirect(ctx, sh, c)
 	if err != nil {
 		s.release(c)
 		return nil, err
@@ -136,7 +136,7 @@ func (s *System) queue(ctx context.Context, sh *shard, c *call) error {
 // check is decided alone, without a call; else it travels in the shard's
 // own call, which only the holder of sh.mu uses. Either way a check its
 // caller serves takes no call from the pool and no channel.
-func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, r *table.Reservation) (served bool, err error) {
+func (s *System) serveOwn(ctx context.Context, sh *shard, req *table.Request, r *table.Reservation) (served bool, err error) {
 	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways {
 		return false, nil
 	}
@@ -150,7 +150,7 @@ func (s *System) serveOwn(sh *shard, wait bool, req *table.Request, r *table.Res
 	// back).
 	now := s.unixNano()
 	th := maphash.String(*s.cfg.idSeed, req.ID)
-	if !sh.acquire(wait) {
+	if !sh.acquire(ctx) {
 		return false, nil
 	}
 	if sh.stopped {

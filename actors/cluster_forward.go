@@ -134,7 +134,7 @@ func (cl *cluster) local(ctx context.Context, o op, req table.Request, v int32, 
 	c := s.calls.Get().(*call)
 	c.op, c.req, c.vshard, c.epoch = o, req, v, epoch
 	sh := s.shards[int(v)%len(s.shards)]
-	served, err := s.serveDirect(sh, ctx.Done() == nil, c)
+	served, err := s.serveDirect(ctx, sh, c)
 	if err == nil && !served {
 		err = s.submit(sh, c)
 	}
@@ -685,7 +685,7 @@ func (cl *cluster) serveForwarded(h fwdHeader, calls []*call) {
 		g := byShard[:n]
 		byShard = byShard[n:]
 		sh := s.shards[i]
-		served, err := s.serveDirect(sh, true, g...)
+		served, err := s.serveDirect(context.Background(), sh, g...) // a forwarded batch waits for its shards
 		switch {
 		case err != nil:
 			for _, c := range g {

@@ -117,14 +117,13 @@ func (s *System) checkEach(ctx context.Context, order []uint64, reqs []table.Req
 		c.op, c.req = opCheck, reqs[uint32(e)]
 		calls = append(calls, c)
 	}
-	wait := ctx.Done() == nil
 	for start := 0; start < len(order); {
 		end := start + 1
 		for end < len(order) && order[end]>>32 == order[start]>>32 {
 			end++
 		}
 		sh, run := s.shards[order[start]>>32], calls[start:end]
-		served, err := s.serveDirect(sh, wait, run...)
+		served, err := s.serveDirect(ctx, sh, run...)
 		if err == nil && !served {
 			err = s.submit(sh, run...)
 		}

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,5 +114,70 @@ func TestShardOfHashIsShardOf(t *testing.T) {
 				t.Fatalf("%d shards, id %q: shard %d, want %d", n, id, got, want)
 			}
 		}
+	}
+}
+
+// doneCounter is a context that counts the calls of its Done.
+type doneCounter struct {
+	context.Context
+	n *atomic.Int64
+}
+
+func (c doneCounter) Done() <-chan struct{} {
+	c.n.Add(1)
+	return c.Context.Done()
+}
+
+// TestFreeShardLeavesDoneUnasked: a caller that finds its shard free
+// decides there and never asks its context for Done, whose first call
+// makes the channel of a cancelable context (an HTTP request's): Check,
+// Reserve, CheckEach of one and of several, and Refund. A caller that
+// finds its shard busy asks it, to know whether it may wait, and is
+// answered once the shard is free again.
+func TestFreeShardLeavesDoneUnasked(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, Config{Clock: clocktest.New(time.Unix(1_700_000_000, 0))})
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var asked atomic.Int64
+	ctx := doneCounter{parent, &asked}
+	decs := make([]table.Decision, 3)
+	for name, op := range map[string]func() error{
+		"Check":   func() error { _, err := s.Check(ctx, hit("done-a", 100)); return err },
+		"Reserve": func() error { _, err := s.Reserve(ctx, hit("done-a", 100)); return err },
+		"CheckEach of one": func() error {
+			return s.CheckEach(ctx, []table.Request{hit("done-b", 100)}, decs[:1])
+		},
+		"CheckEach": func() error {
+			return s.CheckEach(ctx, []table.Request{hit("done-c", 100), hit("done-d", 100), hit("done-e", 100)}, decs)
+		},
+		"Refund": func() error { _, err := s.Refund(ctx, hit("done-a", 100)); return err },
+	} {
+		asked.Store(0)
+		if err := op(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n := asked.Load(); n != 0 {
+			t.Errorf("%s on free shards asked Done %d times, want 0", name, n)
+		}
+	}
+
+	asked.Store(0)
+	sh := s.shards[s.shardIndexOf("done-busy")]
+	sh.mu.Lock()
+	got := make(chan error, 1)
+	go func() {
+		d, err := s.Check(ctx, hit("done-busy", 100))
+		if err == nil && (!d.Allowed || d.Count != 1) {
+			err = fmt.Errorf("allowed %v count %d, want allowed with count 1", d.Allowed, d.Count)
+		}
+		got <- err
+	}()
+	for asked.Load() == 0 {
+		runtime.Gosched() // until the caller has found the shard busy
+	}
+	sh.mu.Unlock()
+	if err := <-got; err != nil {
+		t.Fatalf("Check of a busy shard: %v", err)
 	}
 }

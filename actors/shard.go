@@ -10,6 +10,7 @@
 package actors
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,8 +148,8 @@ func (q *inbox) close() {
 // less than the hand-off to the owner and back; one that may not (a ctx
 // that can end: its check must stay cancellable until taken) looks again
 // for a short while, longer than a batch, and then queues for the owner.
-func (s *System) serveDirect(sh *shard, wait bool, cs ...*call) (served bool, err error) {
-	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || !sh.acquire(wait) {
+func (s *System) serveDirect(ctx context.Context, sh *shard, cs ...*call) (served bool, err error) {
+	if s.cfg.DataDir != "" && s.cfg.JournalSync == SyncAlways || !sh.acquire(ctx) {
 		return false, nil
 	}
 	if sh.stopped {
@@ -173,7 +174,11 @@ const spinTries = 1024
 
 // acquire takes sh.mu if it is free; else it looks again spinTries times
 // (reads only: TryLock writes nothing while the lock is held) and then, if
-// wait is set, waits for it, and otherwise gives up.
+// its caller may wait (ctx can never be done), waits for it, and otherwise
+// gives up. ctx.Done is asked only once the shard is found busy: the first
+// Done of a cancelable context makes its channel (an allocation, under the
+// context's lock), which an HTTP request's context would otherwise pay at
+// every check its caller decides.
 //
 // A caller that may wait looks again first, rather than go to
 // sync.Mutex.Lock at once: Lock's own spin, a few rounds of 30 PAUSEs
@@ -182,18 +187,18 @@ const spinTries = 1024
 // Measured in alternating rounds (BenchmarkShardWait): 1.03–1.13× the
 // checks/s of going to Lock at once with two goroutines, 1.11× with 64 per
 // core.
-func (sh *shard) acquire(wait bool) bool {
+func (sh *shard) acquire(ctx context.Context) bool {
 	if sh.mu.TryLock() {
 		return true
 	}
-	if !wait || !sh.waitUnspun {
+	if !sh.waitUnspun || ctx.Done() != nil {
 		for range spinTries {
 			if sh.mu.TryLock() {
 				return true
 			}
 		}
 	}
-	if wait {
+	if ctx.Done() == nil {
 		sh.mu.Lock()
 		return true
 	}

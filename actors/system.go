@@ -418,7 +418,7 @@ func (s *System) reserve(ctx context.Context, req *table.Request, r *table.Reser
 			return err
 		}
 		sh := s.shards[s.shardIndexOf(req.ID)]
-		if served, err := s.serveOwn(sh, ctx.Done() == nil, req, r); served {
+		if served, err := s.serveOwn(ctx, sh, req, r); served {
 			return err
 		}
 		c := s.calls.Get().(*call)

@@ -311,7 +311,7 @@ func TestTopKeysCallWithoutHash(t *testing.T) {
 	sh := s.shards[0]
 	for i, id := range []string{long + "a", long + "b", long + "b"} {
 		c := &call{op: opCheck, req: table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: 10}, Hits: 1}, done: make(chan struct{}, 1)}
-		if served, err := s.serveDirect(sh, true, c); !served || err != nil || c.err != nil {
+		if served, err := s.serveDirect(context.Background(), sh, c); !served || err != nil || c.err != nil {
 			t.Fatalf("serveDirect %d: %v, %v, %v", i, served, err, c.err)
 		}
 	}
