@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -404,7 +405,11 @@ func FuzzRestore(f *testing.F) {
 			}
 			return
 		}
-		// Whatever decodes re-encodes to a record that decodes the same.
+		// Whatever decodes re-encodes to a record that decodes to the same
+		// entries: the same fields of each, as its kind has them (a drop,
+		// count or tat names its bucket by reference: the group and
+		// window the decoder carries from the put or delete before it are
+		// not its own, and the writer puts no group before it).
 		var w recordWriter
 		w.reset(nil)
 		if rec[0] == recordBatch2 {
@@ -414,7 +419,7 @@ func FuzzRestore(f *testing.F) {
 			w.entry(&ds[i])
 		}
 		again := decodeAll(t, w.b)
-		if fmt.Sprint(again) != fmt.Sprint(ds) {
+		if fmt.Sprint(ownFields(again)) != fmt.Sprint(ownFields(ds)) {
 			t.Fatalf("re-encoded %+v decodes to %+v", ds, again)
 		}
 		tb := New(Config{})
@@ -422,6 +427,19 @@ func FuzzRestore(f *testing.F) {
 			t.Fatalf("Restore of a decodable record: %v", err)
 		}
 	})
+}
+
+// ownFields returns ds with only the fields each entry's kind has: no
+// group or window for a drop, count or tat.
+func ownFields(ds []decoded) []decoded {
+	out := slices.Clone(ds)
+	for i := range out {
+		switch out[i].kind {
+		case entryDrop, entryCount, entryTAT:
+			out[i].key, out[i].window = groupKey{}, 0
+		}
+	}
+	return out
 }
 
 // TestRefMapKeepsReferencesBoundBeyondItsSlice: a snapshot writes its
