@@ -1,7 +1,6 @@
 package main
 
 import (
-	"container/list"
 	"crypto/tls"
 	"io"
 	"log/slog"
@@ -47,7 +46,7 @@ type connLimiter struct {
 	wake       *sync.Cond // signalled when a connection closes or goes idle, and at Close
 	open       int        // connections accepted and not closed
 	reserved   int        // slots taken by Accepts in progress
-	idle       list.List  // of *limitedConn, the longest idle first
+	idle       idleList   // the longest idle first
 	closed     bool
 	capReached int64
 	idleClosed int64
@@ -109,10 +108,8 @@ func (l *connLimiter) acquire() error {
 			l.capReached++
 			l.noteCapLocked()
 		}
-		if e := l.idle.Front(); e != nil {
-			c := e.Value.(*limitedConn)
-			l.idle.Remove(e)
-			c.elem = nil
+		if c := l.idle.head; c != nil {
+			l.idle.remove(c)
 			l.idleClosed++
 			l.mu.Unlock()
 			_ = c.Close() // takes l.mu to free its slot
@@ -156,15 +153,12 @@ func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
 	defer l.mu.Unlock()
 	switch state {
 	case http.StateIdle:
-		if c.elem == nil && !c.released {
-			c.elem = l.idle.PushBack(c)
+		if !c.idle && !c.released {
+			l.idle.pushBack(c)
 			l.wake.Broadcast()
 		}
 	case http.StateActive, http.StateHijacked, http.StateClosed:
-		if c.elem != nil {
-			l.idle.Remove(c.elem)
-			c.elem = nil
-		}
+		l.idle.remove(c)
 	}
 }
 
@@ -190,9 +184,44 @@ type limitedConn struct {
 	net.Conn
 	l    *connLimiter
 	once sync.Once
-	// Under l.mu:
-	elem     *list.Element // in l.idle while idle
-	released bool
+	// Under l.mu: its links in l.idle, where it is while idle (a list
+	// through the connections themselves, so that a request, which makes
+	// its connection active and then idle, allocates nothing here).
+	prev, next *limitedConn
+	idle       bool
+	released   bool
+}
+
+// idleList is a list of idle connections, linked through them.
+type idleList struct{ head, tail *limitedConn }
+
+// pushBack appends c, which is in no list.
+func (q *idleList) pushBack(c *limitedConn) {
+	c.prev, c.next, c.idle = q.tail, nil, true
+	if q.tail != nil {
+		q.tail.next = c
+	} else {
+		q.head = c
+	}
+	q.tail = c
+}
+
+// remove takes c out of q if it is in it.
+func (q *idleList) remove(c *limitedConn) {
+	if !c.idle {
+		return
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		q.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		q.tail = c.prev
+	}
+	c.prev, c.next, c.idle = nil, nil, false
 }
 
 // Close closes the connection and frees its slot; only the first call
@@ -203,10 +232,7 @@ func (c *limitedConn) Close() error {
 		err = c.Conn.Close()
 		l := c.l
 		l.mu.Lock()
-		if c.elem != nil {
-			l.idle.Remove(c.elem)
-			c.elem = nil
-		}
+		l.idle.remove(c)
 		c.released = true
 		l.open--
 		l.wake.Broadcast()

@@ -280,3 +280,64 @@ func TestConnLimiterLog(t *testing.T) {
 		t.Errorf("got cap lines %v, want times 1 then 3, listener test, max_conns 1, idle_closed_total 3 at the second", recs)
 	}
 }
+
+// TestIdleList: connections leave the idle list from anywhere in it, the
+// longest idle stays first, and taking out one that is not in it changes
+// nothing.
+func TestIdleList(t *testing.T) {
+	t.Parallel()
+	var q idleList
+	a, b, c, d := &limitedConn{}, &limitedConn{}, &limitedConn{}, &limitedConn{}
+	names := map[*limitedConn]string{a: "a", b: "b", c: "c", d: "d"}
+	order := func() string {
+		var s, back []string
+		for x := q.head; x != nil; x = x.next {
+			s = append(s, names[x])
+		}
+		for x := q.tail; x != nil; x = x.prev {
+			back = append([]string{names[x]}, back...)
+		}
+		if strings.Join(s, "") != strings.Join(back, "") {
+			t.Fatalf("forward %v, backward %v", s, back)
+		}
+		return strings.Join(s, "")
+	}
+	for _, step := range []struct {
+		do   func()
+		want string
+	}{
+		{func() { q.pushBack(a); q.pushBack(b); q.pushBack(c) }, "abc"},
+		{func() { q.remove(b) }, "ac"},
+		{func() { q.remove(b); q.remove(d) }, "ac"},
+		{func() { q.pushBack(b) }, "acb"},
+		{func() { q.remove(a) }, "cb"},
+		{func() { q.remove(b) }, "c"},
+		{func() { q.remove(c) }, ""},
+		{func() { q.pushBack(d) }, "d"},
+	} {
+		step.do()
+		if got := order(); got != step.want {
+			t.Fatalf("got %q, want %q", got, step.want)
+		}
+	}
+	if a.idle || b.idle || c.idle || !d.idle {
+		t.Fatalf("idle flags a %v b %v c %v d %v, want only d", a.idle, b.idle, c.idle, d.idle)
+	}
+}
+
+// TestConnLimiterRequestAllocatesNothing: a request turns its connection
+// active and then idle again; the limiter allocates nothing for it.
+// (AllocsPerRun refuses to run in parallel.)
+func TestConnLimiterRequestAllocatesNothing(t *testing.T) {
+	u := startLimiter(t, 4)
+	u.dial()
+	c := u.next()
+	u.l.connState(c, http.StateIdle)
+	if n := testing.AllocsPerRun(100, func() {
+		u.l.connState(c, http.StateActive)
+		u.l.connState(c, http.StateIdle)
+	}); n != 0 {
+		t.Errorf("a request's two state changes: %v allocations, want 0", n)
+	}
+	u.want("one idle connection", metrics.ConnStats{Open: 1, Max: 4})
+}
