@@ -82,8 +82,10 @@ func sipRound(v0, v1, v2, v3 uint64) (uint64, uint64, uint64, uint64) {
 func (t *Table) Hash(id string) uint64 { return t.hashID(id) }
 
 // ApplyHashed is Apply for a caller that has the hash of req.ID already:
-// h must be t.Hash(req.ID) (a bucket looked for under another hash is not
-// found, and a new one is made). It saves Apply's hashing of the id.
+// h must be t.Hash(req.ID), which the table computes again where it takes
+// a bucket out of its index (a bucket made under another hash could not be
+// found there: a broken invariant, which panics). It saves Apply's hashing
+// of the id.
 func (t *Table) ApplyHashed(req Request, h uint64, now time.Time) Decision {
 	var d Decision
 	t.apply(&d, &req, h, now.UnixNano())
