@@ -157,6 +157,18 @@ func TestReserveSaysWhereTheHitsWereCounted(t *testing.T) {
 			t.Errorf("%s %v at %d ms: got window %d, want %d (%+v)", c.req.ID, c.req.Algorithm, c.now, got.Window-start, c.want-start, got)
 		}
 	}
+	// A check that would count but finds the table full counts nothing:
+	// window 0, whatever the previous check of the table counted.
+	for a := range Algorithm(numAlgorithms) {
+		tb := New(Config{MaxBuckets: 1})
+		p := Policy{Algorithm: a, Scale: time.Second, Limit: 5}
+		if got := tb.Reserve(Request{ID: "first", Policy: p, Hits: 1}, at(100)); got.Window == 0 || !got.Allowed {
+			t.Fatalf("%v: the first bucket: %+v, want it counted", a, got)
+		}
+		if got := tb.Reserve(Request{ID: "second", Policy: p, Hits: 1}, at(200)); got.Window != 0 || !got.Full {
+			t.Errorf("%v: a check refused by a full table: %+v, want Full and window 0", a, got)
+		}
+	}
 }
 
 // TestRefundCreditsOnlyTheWindowOfItsHits is the probe's finding in the
