@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -284,15 +285,17 @@ func validHost(h string) bool {
 	if name == "" || len(name) > 253 {
 		return false
 	}
-	ipv6 := strings.Contains(name, ":")
+	if strings.Contains(name, ":") {
+		// An IPv6 address, which the canonical form keeps without its
+		// brackets: a name of hex digits and colons that is no address
+		// ("[:]") would lose them and read back as a port.
+		a, err := netip.ParseAddr(name)
+		return err == nil && a.Is6() && a.Zone() == ""
+	}
 	for i := 0; i < len(name); i++ {
 		c, lower := name[i], name[i]|0x20 // lower is c in lower case when c is a letter
 		switch {
 		case '0' <= c && c <= '9', c == '.':
-		case ipv6:
-			if c != ':' && (lower < 'a' || lower > 'f') {
-				return false
-			}
 		case 'a' <= lower && lower <= 'z', c == '-', c == '_':
 		default:
 			return false

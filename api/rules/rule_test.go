@@ -20,6 +20,8 @@ func TestValidate(t *testing.T) {
 		{"valid url rule", urlRule("a.b_c-1", "/api", "post", "Example.com:80"), ""},
 		{"valid ipv6 host", urlRule("a", "/", "", "[::1]:8080"), ""},
 		{"valid bare ipv6 host", urlRule("a", "/", "", "2001:db8::1"), ""},
+		{"valid unspecified ipv6 host", urlRule("a", "/", "", "[::]"), ""},
+		{"valid ipv4-mapped ipv6 host", urlRule("a", "/", "", "[::ffff:192.0.2.1]:443"), ""},
 		{"valid limit 0", with(func(r *Rule) { r.Limit = 0 }), ""},
 		{"valid burst", with(func(r *Rule) { r.Burst = 5 }), ""},
 		{"missing name", with(func(r *Rule) { r.Name = "" }), "name"},
@@ -45,6 +47,13 @@ func TestValidate(t *testing.T) {
 		{"host bracket junk", urlRule("a", "/", "", "[::1]x"), "match.host"},
 		{"host empty port", urlRule("a", "/", "", "a:"), "match.host"},
 		{"host ipv6 letters", urlRule("a", "/", "", "fe80::g"), "match.host"},
+		// Hex digits and colons that are no IPv6 address: "[:]" passed
+		// once, and its canonical form ":" then failed (FuzzParse).
+		{"host bracketed colon", urlRule("a", "/", "", "[:]"), "match.host"},
+		{"host bracketed hex and colon", urlRule("a", "/", "", "[a:]:80"), "match.host"},
+		{"host colons only", urlRule("a", "/", "", ":::"), "match.host"},
+		{"host too many ipv6 groups", urlRule("a", "/", "", "1:2:3:4:5:6:7:8:9"), "match.host"},
+		{"host ipv6 zone", urlRule("a", "/", "", "[fe80::1%eth0]"), "match.host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
