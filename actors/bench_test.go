@@ -133,59 +133,93 @@ const pairedRound = 1 << 14
 // It returns the median over the rounds of b's checks/s ÷
 // a's in the same round, and b's and a's checks/s over all of them.
 func pairedChecks(tb *testing.B, a, b *System, reqs []table.Request, g int) (x, rateB, rateA float64) {
+	var next atomic.Uint64
+	from := func(s *System) func(w int) func(n int) bool {
+		return func(int) func(n int) bool {
+			at := next.Add(7)
+			return func(n int) bool {
+				i := at // a local: the closures' variables of two workers may share a line
+				defer func() { at = i }()
+				for range n {
+					i++
+					if !checkOK(tb, s, &reqs[i%benchKeys]) {
+						return false
+					}
+				}
+				return true
+			}
+		}
+	}
+	return alternating(tb, g, from(a), from(b))
+}
+
+// checkOK checks req on s and reports whether it was admitted, failing
+// tb if not.
+func checkOK(tb testing.TB, s *System, req *table.Request) bool {
+	d, err := s.Check(context.Background(), *req)
+	if err != nil || !d.Allowed {
+		tb.Errorf("Check: %+v, %v", d, err)
+		return false
+	}
+	return true
+}
+
+// alternating runs two workloads, a and b, in alternating rounds of
+// pairedRound checks (b.N each) from g goroutines, as pairedChecks
+// describes. a(w) and b(w) make worker w's loop: a call checks n times
+// and returns false to stop (a failure already reported).
+func alternating(tb *testing.B, g int, a, b func(w int) func(n int) bool) (x, rateB, rateA float64) {
 	size := pairedRound
 	rounds := max(1, tb.N/size) // b.N < size takes one round all the same
-	ctx := context.Background()
-	var next atomic.Uint64
 	var done sync.WaitGroup
-	starts := make([]chan *System, g)
+	starts := make([]chan bool, g) // true: a round of b
 	for w := range starts {
 		n := size / g
 		if w < size%g {
 			n++
 		}
-		starts[w] = make(chan *System, 1)
-		go func(start <-chan *System) {
-			i := next.Add(7)
-			for s := range start {
-				for range n {
-					i++
-					if d, err := s.Check(ctx, reqs[i%benchKeys]); err != nil || !d.Allowed {
-						tb.Errorf("Check: %+v, %v", d, err)
-						break
+		starts[w] = make(chan bool, 1)
+		go func(start <-chan bool, runA, runB func(n int) bool) {
+			failed := false
+			for isB := range start {
+				if !failed {
+					run := runA
+					if isB {
+						run = runB
 					}
+					failed = !run(n)
 				}
 				done.Done()
 			}
-		}(starts[w])
+		}(starts[w], a(w), b(w))
 	}
 	defer func() {
 		for _, c := range starts {
 			close(c)
 		}
 	}()
-	phase := func(s *System) time.Duration {
+	phase := func(isB bool) time.Duration {
 		begin := time.Now()
 		done.Add(g)
 		for _, c := range starts {
-			c <- s
+			c <- isB
 		}
 		done.Wait()
 		return time.Since(begin)
 	}
-	phase(a) // each creates its buckets, untimed
-	phase(b)
+	phase(false) // each creates its buckets, untimed
+	phase(true)
 	tb.ResetTimer()
 	ratios := make([]float64, 0, rounds)
 	var totalA, totalB time.Duration
 	for r := range rounds {
 		var ta, tbb time.Duration
 		if r%2 == 0 {
-			ta = phase(a)
-			tbb = phase(b)
+			ta = phase(false)
+			tbb = phase(true)
 		} else {
-			tbb = phase(b)
-			ta = phase(a)
+			tbb = phase(true)
+			ta = phase(false)
 		}
 		ratios = append(ratios, ta.Seconds()/tbb.Seconds())
 		totalA, totalB = totalA+ta, totalB+tbb
@@ -193,6 +227,60 @@ func pairedChecks(tb *testing.B, a, b *System, reqs []table.Request, g int) (x, 
 	slices.Sort(ratios)
 	n := float64(rounds * size)
 	return ratios[len(ratios)/2], n / totalB.Seconds(), n / totalA.Seconds()
+}
+
+// BenchmarkShardSharing measures what it costs that every core checks ids
+// of every shard: GOMAXPROCS goroutines check the 1k keys, in alternating
+// rounds, either each only the keys of its own shards (shard index mod
+// GOMAXPROCS) or all of them. x-own is the shared rounds' checks/s ÷ the
+// own rounds' (1 with one proc). Below 1, a check pays for the lines of
+// its shard that the other core wrote last: its lock's and its bucket's
+// cell's (measured by taking the cell's write out: about a fifth of the
+// gap), and with a journal (sync=interval, in a temporary directory) the
+// journal's and the change list's.
+func BenchmarkShardSharing(b *testing.B) {
+	reqs := benchRequests()
+	for _, mode := range []string{"memory", "interval"} {
+		b.Run("sync="+mode, func(b *testing.B) {
+			s, _ := benchSystem(b, mode)
+			g := runtime.GOMAXPROCS(0)
+			own := make([][]int, g)
+			all := make([]int, len(reqs))
+			for i := range reqs {
+				w := s.shardIndexOf(reqs[i].ID) % g
+				own[w] = append(own[w], i)
+				all[i] = i
+			}
+			for w := range own {
+				if len(own[w]) == 0 {
+					b.Skipf("no key of proc %d's shards among %d keys over %d shards", w, len(reqs), len(s.shards))
+				}
+			}
+			from := func(keys func(w int) []int) func(w int) func(n int) bool {
+				return func(w int) func(n int) bool {
+					ks, at := keys(w), w*7
+					return func(n int) bool {
+						i := at // a local, as in pairedChecks
+						defer func() { at = i }()
+						for range n {
+							i++
+							if !checkOK(b, s, &reqs[ks[i%len(ks)]]) {
+								return false
+							}
+						}
+						return true
+					}
+				}
+			}
+			b.ReportAllocs()
+			x, shared, owned := alternating(b, g,
+				from(func(w int) []int { return own[w] }),
+				from(func(int) []int { return all }))
+			b.ReportMetric(shared, "checks/s")
+			b.ReportMetric(owned, "own-checks/s")
+			b.ReportMetric(x, "x-own")
+		})
+	}
 }
 
 // The reply paths an owner could answer a check by, measured side by side:

@@ -16,6 +16,21 @@ import (
 	"github.com/ratelimitd/ratelimitd/table/journal"
 )
 
+// benchSystem starts a System without sweeps, in memory for mode
+// "memory", else journaling to a temporary directory with mode as its
+// JournalSync, and returns it with its Config.
+func benchSystem(b *testing.B, mode string) (*System, Config) {
+	cfg := Config{SweepInterval: -1}
+	if mode != "memory" {
+		m, err := ParseSyncMode(mode)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.DataDir, cfg.JournalSync = b.TempDir(), m
+	}
+	return startSystem(b, cfg), cfg
+}
+
 // BenchmarkCheckJournal measures System.Check at 1k keys, 64 goroutines per
 // proc, without a journal (the baseline) and with each sync mode, in one
 // run; each reports checks/s, its ratio to the baseline, the latency p99
@@ -25,12 +40,7 @@ func BenchmarkCheckJournal(b *testing.B) {
 	var baseline float64
 	for _, mode := range []string{"memory", "none", "interval", "always"} {
 		b.Run("sync="+mode, func(b *testing.B) {
-			cfg := Config{SweepInterval: -1}
-			if mode != "memory" {
-				m, _ := ParseSyncMode(mode)
-				cfg.DataDir, cfg.JournalSync = b.TempDir(), m
-			}
-			s := startSystem(b, cfg)
+			s, cfg := benchSystem(b, mode)
 			ctx := context.Background()
 			var next atomic.Uint64
 			var lat [][]time.Duration

@@ -9,6 +9,7 @@ const (
 	FamDeleteExpired   = "BenchmarkDeleteExpired"
 	FamCheck           = "BenchmarkCheck"
 	FamCheckJournal    = "BenchmarkCheckJournal"
+	FamShardSharing    = "BenchmarkShardSharing"
 	FamRecovery        = "BenchmarkRecovery"
 	FamJournalGrowth   = "BenchmarkJournalGrowth"
 	FamMiddleware      = "BenchmarkMiddlewareOverhead"
@@ -75,6 +76,10 @@ func Plan(short bool) []Invocation {
 				Baseline: Baseline{Level: 1, Value: "sync=memory"},
 				What:     "`actors.System.Check` at 1k keys, 64 goroutines per proc, each check timed, without a journal (`sync=memory`) and with each `JournalSync` mode; the benchmark's own `x-memory` is its last run's ratio.",
 			}),
+		inv("./actors/", "^BenchmarkShardSharing$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
+			Title: FamShardSharing, Top: []string{"BenchmarkShardSharing"}, Primary: "checks/s",
+			What: "`actors.System.Check` at 1k keys from GOMAXPROCS goroutines, without a journal and with the default one, in alternating rounds of 16,384 checks: each goroutine checking only the keys of its own shards (`own-checks/s`), or all of them (`checks/s`); `x-own` is the median over the rounds of the second's checks/s ÷ the first's, what a check pays for the lines of its shard that another core wrote last.",
+		}),
 		inv("./actors/", "^BenchmarkRecovery$", pick(mode{"1x", 3}, mode{"1x", 1}), 10*time.Minute, Family{
 			Title: FamRecovery, Top: []string{"BenchmarkRecovery"}, Primary: "buckets/s",
 			What: "`actors.Start` on a data directory of 1M live buckets (100k in short mode) in 8 shards, a snapshot of 90% and segments of the rest, replayed in parallel; time/op is one start.",
