@@ -237,7 +237,10 @@ func alternating(tb *testing.B, g int, a, b func(w int) func(n int) bool) (x, ra
 // its shard that the other core wrote last: its lock's and its bucket's
 // cell's (measured by taking the cell's write out: about a fifth of the
 // gap), and with a journal (sync=interval, in a temporary directory) the
-// journal's and the change list's.
+// journal's and the change list's. The shared rounds are sharing's worst
+// case, as in BenchmarkCheck: both goroutines walk all keys in one order,
+// so the other core wrote last nearly every line a check takes (with keys
+// drawn at random, about half of them).
 func BenchmarkShardSharing(b *testing.B) {
 	reqs := benchRequests()
 	for _, mode := range []string{"memory", "interval"} {

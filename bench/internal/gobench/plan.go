@@ -78,7 +78,7 @@ func Plan(short bool) []Invocation {
 			}),
 		inv("./actors/", "^BenchmarkShardSharing$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
 			Title: FamShardSharing, Top: []string{"BenchmarkShardSharing"}, Primary: "checks/s",
-			What: "`actors.System.Check` at 1k keys from GOMAXPROCS goroutines, without a journal and with the default one, in alternating rounds of 16,384 checks: each goroutine checking only the keys of its own shards (`own-checks/s`), or all of them (`checks/s`); `x-own` is the median over the rounds of the second's checks/s ÷ the first's, what a check pays for the lines of its shard that another core wrote last.",
+			What: "`actors.System.Check` at 1k keys from GOMAXPROCS goroutines, without a journal and with the default one, in alternating rounds of 16,384 checks: each goroutine checking only the keys of its own shards (`own-checks/s`), or all of them (`checks/s`, in one order from nearby points: the worst case, where the other core wrote last nearly every line a check takes); `x-own` is the median over the rounds of the second's checks/s ÷ the first's, what a check pays for the lines of its shard that another core wrote last.",
 		}),
 		inv("./actors/", "^BenchmarkRecovery$", pick(mode{"1x", 3}, mode{"1x", 1}), 10*time.Minute, Family{
 			Title: FamRecovery, Top: []string{"BenchmarkRecovery"}, Primary: "buckets/s",
