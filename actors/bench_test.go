@@ -133,24 +133,35 @@ const pairedRound = 1 << 14
 // It returns the median over the rounds of b's checks/s ÷
 // a's in the same round, and b's and a's checks/s over all of them.
 func pairedChecks(tb *testing.B, a, b *System, reqs []table.Request, g int) (x, rateB, rateA float64) {
+	all := make([]int, len(reqs))
+	for i := range all {
+		all[i] = i
+	}
 	var next atomic.Uint64
 	from := func(s *System) func(w int) func(n int) bool {
-		return func(int) func(n int) bool {
-			at := next.Add(7)
-			return func(n int) bool {
-				i := at // a local: the closures' variables of two workers may share a line
-				defer func() { at = i }()
-				for range n {
-					i++
-					if !checkOK(tb, s, &reqs[i%benchKeys]) {
-						return false
-					}
-				}
-				return true
-			}
-		}
+		return func(int) func(n int) bool { return walk(tb, s, reqs, all, int(next.Add(7))) }
 	}
 	return alternating(tb, g, from(a), from(b))
+}
+
+// walk returns a worker's loop for alternating: each call checks the next
+// n requests of reqs named by keys (indices, from start on, round and
+// round) on s. The position is a local during a call: as a variable of
+// the closure, two workers' positions may share a line, and writing them
+// at every check would move it between the cores.
+func walk(tb testing.TB, s *System, reqs []table.Request, keys []int, start int) func(n int) bool {
+	at := start
+	return func(n int) bool {
+		i := at
+		defer func() { at = i }()
+		for range n {
+			i++
+			if !checkOK(tb, s, &reqs[keys[i%len(keys)]]) {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // checkOK checks req on s and reports whether it was admitted, failing
@@ -260,20 +271,7 @@ func BenchmarkShardSharing(b *testing.B) {
 				}
 			}
 			from := func(keys func(w int) []int) func(w int) func(n int) bool {
-				return func(w int) func(n int) bool {
-					ks, at := keys(w), w*7
-					return func(n int) bool {
-						i := at // a local, as in pairedChecks
-						defer func() { at = i }()
-						for range n {
-							i++
-							if !checkOK(b, s, &reqs[ks[i%len(ks)]]) {
-								return false
-							}
-						}
-						return true
-					}
-				}
+				return func(w int) func(n int) bool { return walk(b, s, reqs, keys(w), w*7) }
 			}
 			b.ReportAllocs()
 			x, shared, owned := alternating(b, g,
