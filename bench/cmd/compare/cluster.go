@@ -18,7 +18,7 @@ import (
 	"github.com/ratelimitd/ratelimitd/bench/internal/report"
 )
 
-// clusterMembers is how many daemons the cluster of section 5 has.
+// clusterMembers is how many daemons the cluster of section 6 has.
 const clusterMembers = 3
 
 // clusterSection measures cluster mode: a single-node daemon against
@@ -48,7 +48,7 @@ func (r *runner) clusterSection(ctx context.Context) error {
 	}
 	defer func() { _ = etcd.Stop(10 * time.Second) }()
 	r.rep.Commands = append(r.rep.Commands, report.Command{
-		What: "cluster mode: an etcd on free loopback ports and three members (section 5)",
+		What: "cluster mode: an etcd on free loopback ports and three members (section 6)",
 		Line: "etcd --data-dir $TMP/etcd --listen-client-urls http://127.0.0.1:C …; $TMP/ratelimitd --listen 127.0.0.1:0 --data-dir $TMP/mN --cluster-etcd http://127.0.0.1:C --cluster-listen 127.0.0.1:0 --cluster-name bench",
 	})
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +200,22 @@ func TestWriteREADME(t *testing.T) {
 	}
 	if err := writeREADME(filepath.Join(root, "missing.md"), root, rep); err == nil {
 		t.Error("no error for a missing README")
+	}
+}
+
+// TestREADMEListsSections: bench/README.md's example of -only names every
+// section the flag takes, in the order they run.
+func TestREADMEListsSections(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`-only \S+ +# some sections only \(([^)]*)\)`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("bench/README.md has no example of -only listing the sections")
+	}
+	if got := strings.Split(string(m[1]), ", "); !slices.Equal(got, sections) {
+		t.Errorf("bench/README.md lists the sections %q; -only takes %q", got, sections)
 	}
 }

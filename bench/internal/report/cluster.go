@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Cluster is section 5: cluster mode over HTTP against a single node, and
+// Cluster is section 6: cluster mode over HTTP against a single node, and
 // the cost of a handoff.
 type Cluster struct {
 	Members  int
@@ -144,7 +144,7 @@ func perBatch(c *Cluster) float64 {
 }
 
 func (b *md) clusterSection(r *Report) {
-	b.p("## 5. Cluster mode")
+	b.p("## 6. Cluster mode")
 	b.p("")
 	if b.skipped(r, "cluster") || r.Cluster == nil {
 		return

@@ -188,7 +188,7 @@ func TestWrite(t *testing.T) {
 		"| ratelimitd GET | GET /check_rate | 31.0k | 31.0k | 0.86× | 1.80 ms | 7.00 ms |",
 		"| ratelimitd batch | POST /check_rate ×100 | 9.00k | 900.0k | 0.25× |",
 		"| 0.021 | /proc | 0.032 |", // the GET peer: 1.3 s / 62k checks × 1000; 2 s / 62k req × 1000
-		"## 5. Cluster mode",
+		"## 6. Cluster mode",
 		"| round-robin over 3 | 20.0k | 0 ns | 0 ns | 0 ns | 0.090 | 1.80× |",
 		"forwarded 26k checks in 2k batches: 13.0 checks per batch (65% of the checks)",
 		"Derived from these rows, a forwarded check costs 2.23× the CPU of a local one",
