@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -421,5 +422,36 @@ func TestExecFailures(t *testing.T) {
 	o = Exec(context.Background(), filepath.Join(root, "no-such-go"), root, 2, inv, nil)
 	if !strings.Contains(o.Err, "start") {
 		t.Errorf("no go command: Err %q", o.Err)
+	}
+}
+
+// TestREADMETable: bench/README.md's table of the in-package runs has one
+// row per invocation of the full plan, in its order, naming its package
+// and its full mode's -benchtime and -count.
+func TestREADMETable(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "| package | benchmarks | baseline | full mode |")
+	if !ok {
+		t.Fatal("bench/README.md has no table of the in-package runs")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	var got []string
+	for _, row := range strings.Split(table, "\n")[2:] { // the rest of the header, the rule
+		cells := strings.Split(row, " | ")
+		if len(cells) < 4 {
+			t.Fatalf("row %q: fewer than 5 cells", row)
+		}
+		got = append(got, strings.TrimPrefix(cells[0], "| ")+" "+cells[3])
+	}
+	var want []string
+	for _, inv := range Plan(false) {
+		want = append(want, "`"+inv.Pkg+"` `-benchtime "+inv.Benchtime+" -count "+strconv.Itoa(inv.Count)+"`")
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("bench/README.md's rows (package, full mode):\n %q\nthe plan's:\n %q", got, want)
 	}
 }
