@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // This file decodes the service's answers: a decision object
@@ -104,15 +105,18 @@ func (s *scanner) str() (quoted, contents []byte, escaped, ok bool) {
 }
 
 // stringValue reads a string and returns its value; hint is returned,
-// without allocating, when the value equals it.
+// without allocating, when the value equals it. A value with escapes, or
+// with bytes that are not UTF-8, is decoded by encoding/json, which turns
+// each such byte into U+FFFD: the value is the one encoding/json gives.
 func (s *scanner) stringValue(hint string) (string, bool) {
 	quoted, contents, escaped, ok := s.str()
 	switch {
 	case !ok:
 		return "", false
-	case !escaped && string(contents) == hint:
+	case escaped || !utf8.Valid(contents):
+	case string(contents) == hint:
 		return hint, true
-	case !escaped:
+	default:
 		return string(contents), true
 	}
 	var v string

@@ -41,6 +41,9 @@ func TestDecodeDecision(t *testing.T) {
 		{"unknown members skipped", `{"x":[1,{"y":null},"z",-0.5e+3,false,[]],"allowed":true,"o":{},"count":2}`, Decision{Allowed: true, Count: 2}, true},
 		{"escaped rule", `{"allowed":true,"rule":"a\"b\u00e9\\"}`, Decision{Allowed: true, Rule: "a\"bé\\"}, true},
 		{"escaped key", `{"\u0061llowed":true}`, Decision{Allowed: true}, true},
+		{"rule in UTF-8", `{"allowed":true,"rule":"é😀"}`, Decision{Allowed: true, Rule: "é😀"}, true},
+		// As encoding/json: each byte that is not UTF-8 becomes U+FFFD.
+		{"rule not UTF-8", "{\"allowed\":true,\"rule\":\"a\xffb\xc2\"}", Decision{Allowed: true, Rule: "a\ufffdb\ufffd"}, true},
 		{"duplicate: last wins", `{"allowed":false,"allowed":true}`, Decision{Allowed: true}, true},
 		{"negative count", `{"allowed":true,"count":-2}`, Decision{Allowed: true, Count: -2}, true},
 		{"negative retry is 0", `{"allowed":false,"retry_after_ms":-5}`, Decision{}, true},
