@@ -22,6 +22,7 @@ func numbered(re *regexp.Regexp, text []byte) []string {
 var (
 	resultsHeading = regexp.MustCompile(`(?m)^## (\d+[a-z]?)\. (.+)$`)
 	readmeHeading  = regexp.MustCompile(`(?m)^\*\*(\d+[a-z]?)\. ([^*]+?)\.?\*\*`)
+	sectionNumber  = regexp.MustCompile(`^(\d+)([a-z]?)\. `)
 )
 
 // TestSectionNumbers: RESULTS.md numbers its sections once each, in
@@ -36,7 +37,7 @@ func TestSectionNumbers(t *testing.T) {
 	}
 	prevN, prevSub := 0, ""
 	for _, h := range got {
-		m := regexp.MustCompile(`^(\d+)([a-z]?)\. `).FindStringSubmatch(h)
+		m := sectionNumber.FindStringSubmatch(h)
 		n, _ := strconv.Atoi(m[1])
 		if n < prevN || n == prevN && m[2] <= prevSub {
 			t.Errorf("section %q comes after section %d%s: numbers must ascend, each once", h, prevN, prevSub)
