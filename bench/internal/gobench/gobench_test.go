@@ -439,11 +439,15 @@ func TestREADMETable(t *testing.T) {
 		t.Fatal("bench/README.md has no table of the in-package runs")
 	}
 	table, _, _ = strings.Cut(table, "\n\n")
+	lines := strings.Split(table, "\n")
+	if len(lines) < 3 {
+		t.Fatalf("bench/README.md's table of the in-package runs has no rows: %q", table)
+	}
 	var got []string
-	for _, row := range strings.Split(table, "\n")[2:] { // the rest of the header, the rule
+	for _, row := range lines[2:] { // after the rest of the header line and the rule
 		cells := strings.Split(row, " | ")
 		if len(cells) < 4 {
-			t.Fatalf("row %q: fewer than 5 cells", row)
+			t.Fatalf("row %q has no full-mode cell (the fourth)", row)
 		}
 		got = append(got, strings.TrimPrefix(cells[0], "| ")+" "+cells[3])
 	}
