@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/ratelimitd/ratelimitd/api/sockio"
 )
 
 // readChunk is the most bytes a connection reads from its socket at once,
@@ -30,8 +32,8 @@ const maxKeptOut = 8 << 10
 // the buffer goes back to readChunk once that frame is served. It also lets
 // the server drain the connection: a read after Shutdown began returns
 // io.EOF, and a read already waiting is woken to return it. Its socket is
-// read and written through rw: on Linux, a plain TCP connection's rawIO
-// (rawio_linux.go). The replies of a read wait in out until flushOut.
+// read and written through rw: on Linux, a plain TCP connection's raw I/O
+// (sockio.Socket). The replies of a read wait in out until flushOut.
 type frameConn struct {
 	// nc is the connection: read only through frames (the scanner), written
 	// through Write (the write timeout).
@@ -55,8 +57,8 @@ type frameConn struct {
 	want, armed time.Time
 	// tc is the TLS connection until its handshake is done, else nil.
 	tc *tls.Conn
-	// rw reads and writes the socket (socketIO): the connection itself,
-	// or its raw I/O; lw is rw when it is a lazyWriter.
+	// rw reads and writes the socket: the connection itself, or its raw
+	// I/O (sockio.Open); lw is rw when it is a lazyWriter.
 	rw io.ReadWriter
 	lw lazyWriter
 
@@ -69,8 +71,10 @@ type frameConn struct {
 func newFrameConn(nc net.Conn, s *Server) *frameConn {
 	c := &frameConn{nc: nc, srv: s, buf: make([]byte, readChunk)}
 	c.tc, _ = nc.(*tls.Conn)
-	c.rw = socketIO(nc)
-	c.lw, _ = c.rw.(lazyWriter)
+	c.rw = nc
+	if sock, ok := sockio.Open(nc); ok {
+		c.rw, c.lw = sock, sock
+	}
 	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
 	return c
 }
@@ -281,17 +285,17 @@ func (c *frameConn) idleDeadline() time.Time {
 // sets the deadline only when the write has to wait for room.
 func (c *frameConn) Write(p []byte) (int, error) {
 	if c.lw != nil {
-		return c.lw.writeWithin(p, c.srv.opts.WriteTimeout)
+		return c.lw.WriteWithin(p, c.srv.opts.WriteTimeout)
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
 	return c.rw.Write(p)
 }
 
 // lazyWriter writes a socket within a timeout, setting the socket's write
-// deadline only when a write has to wait (rawIO): a write the socket's
-// buffer takes at once costs no timer.
+// deadline only when a write has to wait (sockio.Socket): a write the
+// socket's buffer takes at once costs no timer.
 type lazyWriter interface {
-	writeWithin(b []byte, d time.Duration) (int, error)
+	WriteWithin(b []byte, d time.Duration) (int, error)
 }
 
 // drain makes the connection's next read, or the one it is blocked in,

@@ -41,7 +41,8 @@ func TestLayout(t *testing.T) {
 		"api/rules":              {[]string{"table", "api/internal/yamlconf", "api/internal/filewatch"}, nil},
 		"api/clientip":           {nil, nil},
 		"api/client":             {[]string{"table", "api/internal/jsonstr"}, nil},
-		"api/resp":               {[]string{"table", "api/rules"}, []string{"github.com/tidwall/redcon"}},
+		"api/resp":               {[]string{"table", "api/rules", "api/sockio"}, []string{"github.com/tidwall/redcon"}},
+		"api/sockio":             {nil, nil},
 		"api/dashboard":          {[]string{"table"}, nil},
 		"api/internal/httpwire":  {[]string{"api", "api/rules", "table", "api/internal/jsonstr"}, nil},
 		"api/internal/jsonstr":   {nil, nil},
@@ -55,7 +56,7 @@ func TestLayout(t *testing.T) {
 		"actors/internal/peer":     {nil, []string{"google.golang.org/grpc"}},
 		"actors/internal/etcdtest": {[]string{"actors/internal/certtest"}, nil},
 		"actors/internal/certtest": {nil, nil},
-		"cmd/ratelimitd":           {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/resp", "api/rls", "api/rules", "sweeper", "table", "table/journal", "actors/topk", "api/dashboard"}, nil},
+		"cmd/ratelimitd":           {[]string{"actors", "api", "api/admin", "api/clientip", "api/httpapi", "api/metrics", "api/proxy", "api/resp", "api/rls", "api/rules", "sweeper", "table", "table/journal", "actors/topk", "api/dashboard", "api/sockio"}, nil},
 	}
 	// Parts of a module that another package owns: the members' transport
 	// alone makes TLS credentials of gRPC.
