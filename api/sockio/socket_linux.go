@@ -5,14 +5,16 @@ package sockio
 import (
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 )
 
 // Socket reads and writes one TCP connection's descriptor by raw system
-// calls inside the runtime poller's wait. Like a net.Conn, it takes one
-// Read and one Write at a time (a read and a write may run at once).
+// calls inside the runtime poller's wait. Like a net.Conn, it is safe for
+// concurrent use: Reads take turns, and so do Writes, each written whole
+// before the next begins, while a read and a write may run at once.
 //
 // The callbacks the poller runs are bound once per socket (readFn,
 // writeFn) and take their operands from the Socket itself, a read's apart
@@ -22,7 +24,12 @@ type Socket struct {
 	tc              *net.TCPConn
 	rc              syscall.RawConn
 	readFn, writeFn func(fd uintptr) bool
-	rd, wr          rawOp
+
+	// rmu holds rd, the operand of the read under way; wmu wr, the
+	// write's. The poller serializes the callbacks, not the operands set
+	// before them.
+	rmu, wmu sync.Mutex
+	rd, wr   rawOp
 }
 
 // rawOp is the operand and outcome of the read or write under way.
@@ -56,6 +63,8 @@ func (s *Socket) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	s.rd = rawOp{b: b}
 	err := s.rc.Read(s.readFn)
 	n, errno := s.rd.n, s.rd.errno
@@ -92,12 +101,14 @@ func (s *Socket) read(fd uintptr) bool {
 // Write implements io.Writer: it writes all of b, waiting (within the
 // write deadline) for room in the socket's buffer as often as it must.
 func (s *Socket) Write(b []byte) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.wr = rawOp{b: b}
 	return s.wrote(s.rc.Write(s.writeFn))
 }
 
 // wrote ends the write of s.wr, err the poller's: the bytes written, and
-// err or else the write's own error.
+// err or else the write's own error. s.wmu is held.
 func (s *Socket) wrote(err error) (int, error) {
 	done, errno := s.wr.n, s.wr.errno
 	s.wr.b = nil
@@ -112,6 +123,8 @@ func (s *Socket) wrote(err error) (int, error) {
 // of b unwritten (the socket's buffer is full), and cleared after: a write
 // the buffer takes at once costs no timer update.
 func (s *Socket) WriteWithin(b []byte, d time.Duration) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.wr = rawOp{b: b, once: true}
 	err := s.rc.Write(s.writeFn)
 	if err == nil && s.wr.errno == 0 && s.wr.n < len(b) {
