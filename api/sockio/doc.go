@@ -15,9 +15,10 @@
 // 8.0% to 0.9%, the kernel's task switches from 11.7% to 5.4%; +14%
 // requests/s and −10% server CPU per request (medians of 4 alternating
 // runs). For the daemon's HTTP connections, GET /check_rate from 64
-// keep-alive connections, two daemons side by side in alternating rounds:
-// −7% server CPU per request, +2.5% to +4% requests/s (two runs, each 6
-// rounds of 3 s per daemon, the sides swapped in the second).
+// keep-alive connections, two daemons (with and without it) side by side
+// in alternating rounds: −7.9% and −8.8% server CPU per request, +5.0% and
+// +5.4% requests/s (medians; two runs, each 6 rounds of 3 s per daemon,
+// the sides swapped in the second).
 //
 // Open gives the raw I/O of a connection, Wrap a net.Conn that uses it.
 // Both fall back to the connection itself where raw I/O does not apply:

@@ -82,7 +82,7 @@ func newConnLimiter(ln net.Listener, max int, name string, log *slog.Logger, clo
 
 // Accept waits for a free slot, making room at the cap as the type says,
 // then accepts the next connection. A TCP connection reads and writes its
-// socket by raw I/O (sockio.Wrap): −7% of the daemon's CPU per GET
+// socket by raw I/O (sockio.Wrap): about −8% of the daemon's CPU per GET
 // /check_rate, measured as sockio's documentation says.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	if err := l.acquire(); err != nil {
