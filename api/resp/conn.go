@@ -58,9 +58,9 @@ type frameConn struct {
 	// tc is the TLS connection until its handshake is done, else nil.
 	tc *tls.Conn
 	// rw reads and writes the socket: the connection itself, or its raw
-	// I/O (sockio.Open); lw is rw when it is a lazyWriter.
-	rw io.ReadWriter
-	lw lazyWriter
+	// I/O (sockio.Open), then also sock.
+	rw   io.ReadWriter
+	sock *sockio.Socket
 
 	mu       sync.Mutex
 	reading  bool // blocked in a socket read
@@ -73,7 +73,7 @@ func newFrameConn(nc net.Conn, s *Server) *frameConn {
 	c.tc, _ = nc.(*tls.Conn)
 	c.rw = nc
 	if sock, ok := sockio.Open(nc); ok {
-		c.rw, c.lw = sock, sock
+		c.rw, c.sock = sock, sock
 	}
 	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
 	return c
@@ -281,21 +281,16 @@ func (c *frameConn) idleDeadline() time.Time {
 	return time.Time{}
 }
 
-// Write writes p to the socket, bounded by the write timeout; a lazyWriter
-// sets the deadline only when the write has to wait for room.
+// Write writes p to the socket, bounded by the write timeout. Through raw
+// I/O the deadline is set only when the write has to wait for room
+// (sockio.Socket.WriteWithin): a write the socket's buffer takes at once
+// costs no timer.
 func (c *frameConn) Write(p []byte) (int, error) {
-	if c.lw != nil {
-		return c.lw.WriteWithin(p, c.srv.opts.WriteTimeout)
+	if c.sock != nil {
+		return c.sock.WriteWithin(p, c.srv.opts.WriteTimeout)
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
 	return c.rw.Write(p)
-}
-
-// lazyWriter writes a socket within a timeout, setting the socket's write
-// deadline only when a write has to wait (sockio.Socket): a write the
-// socket's buffer takes at once costs no timer.
-type lazyWriter interface {
-	WriteWithin(b []byte, d time.Duration) (int, error)
 }
 
 // drain makes the connection's next read, or the one it is blocked in,
