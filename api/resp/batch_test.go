@@ -74,61 +74,63 @@ func (e *eachChecker) seen() ([][]string, int) {
 // that a malformed check is answered in its place, outside the batch.
 func TestPipelineOneBatch(t *testing.T) {
 	t.Parallel()
-	sys, _ := manualSystem(t)
-	ec := &eachChecker{Checker: sys}
-	_, addr := startServer(t, resp.Options{Checker: ec, Rules: testRules(t)})
-	c := dialRaw(t, addr)
-	c.send(frame("CL.THROTTLE", "a", "1", "1", "60") +
-		frame("PING") +
-		frame("RL.CHECK", "b", "1m", "2") +
-		frame("CL.THROTTLE", "a", "1", "1", "60") +
-		frame("CL.THROTTLE", "a", "x", "1", "60") +
-		frame("RL.RULE", "api", "c") +
-		frame("CL.THROTTLE", "a", "1", "1", "60") +
-		frame("ECHO", "e"))
-	want := []string{
-		ints(0, 2, 1, -1, 60),
-		"+PONG\r\n",
-		ints(1, 1, 2, 1, 60000, 0),
-		ints(0, 2, 0, -1, 120),
-		"-Cell error: Store error: Couldn't parse as integer: x\r\n",
-		ints(1, 1, 2, 1, 1000, 0),
-		ints(1, 2, 0, 60, 120),
-		"$1\r\ne\r\n",
-	}
-	for i, w := range want {
-		if got := c.mustReply(); got != w {
-			t.Errorf("reply %d: got %q, want %q", i, got, w)
+	bothModes(t, func(t *testing.T, goroutines bool) {
+		sys, _ := manualSystem(t)
+		ec := &eachChecker{Checker: sys}
+		_, addr := startServer(t, resp.Options{ConnGoroutines: goroutines, Checker: ec, Rules: testRules(t)})
+		c := dialRaw(t, addr)
+		c.send(frame("CL.THROTTLE", "a", "1", "1", "60") +
+			frame("PING") +
+			frame("RL.CHECK", "b", "1m", "2") +
+			frame("CL.THROTTLE", "a", "1", "1", "60") +
+			frame("CL.THROTTLE", "a", "x", "1", "60") +
+			frame("RL.RULE", "api", "c") +
+			frame("CL.THROTTLE", "a", "1", "1", "60") +
+			frame("ECHO", "e"))
+		want := []string{
+			ints(0, 2, 1, -1, 60),
+			"+PONG\r\n",
+			ints(1, 1, 2, 1, 60000, 0),
+			ints(0, 2, 0, -1, 120),
+			"-Cell error: Store error: Couldn't parse as integer: x\r\n",
+			ints(1, 1, 2, 1, 1000, 0),
+			ints(1, 2, 0, 60, 120),
+			"$1\r\ne\r\n",
 		}
-	}
-	batches, checks := ec.seen()
-	if want := [][]string{{"a", "b", "a", "c", "a"}}; !slices.EqualFunc(batches, want, slices.Equal) || checks != 0 {
-		t.Fatalf("batches: got %q and %d single checks, want %q and none", batches, checks, want)
-	}
+		for i, w := range want {
+			if got := c.mustReply(); got != w {
+				t.Errorf("reply %d: got %q, want %q", i, got, w)
+			}
+		}
+		batches, checks := ec.seen()
+		if want := [][]string{{"a", "b", "a", "c", "a"}}; !slices.EqualFunc(batches, want, slices.Equal) || checks != 0 {
+			t.Fatalf("batches: got %q and %d single checks, want %q and none", batches, checks, want)
+		}
 
-	c.send(frame("RL.CHECK", "r", "1m", "1") +
-		frame("RL.REFUND", "r", "1m", "1", "HITS", "1") +
-		frame("RL.CHECK", "r", "1m", "1") +
-		frame("INFO", "stats") +
-		frame("RL.CHECK", "r", "1m", "1"))
-	want = []string{
-		ints(1, 1, 1, 0, 60000, 0),
-		ints(1, 0, 1, 1, 60000, 0),
-		ints(1, 1, 1, 0, 60000, 0), // the refund came first
-	}
-	for i, w := range want {
-		if got := c.mustReply(); got != w {
-			t.Errorf("reply %d: got %q, want %q", i, got, w)
+		c.send(frame("RL.CHECK", "r", "1m", "1") +
+			frame("RL.REFUND", "r", "1m", "1", "HITS", "1") +
+			frame("RL.CHECK", "r", "1m", "1") +
+			frame("INFO", "stats") +
+			frame("RL.CHECK", "r", "1m", "1"))
+		want = []string{
+			ints(1, 1, 1, 0, 60000, 0),
+			ints(1, 0, 1, 1, 60000, 0),
+			ints(1, 1, 1, 0, 60000, 0), // the refund came first
 		}
-	}
-	c.mustReply() // INFO
-	if got, want := c.mustReply(), ints(0, 1, 1, 0, 60000, 60000); got != want {
-		t.Errorf("last: got %q, want %q", got, want)
-	}
-	batches, _ = ec.seen()
-	if want := [][]string{{"a", "b", "a", "c", "a"}, {"r"}, {"r"}, {"r"}}; !slices.EqualFunc(batches, want, slices.Equal) {
-		t.Errorf("batches: got %q, want %q", batches, want)
-	}
+		for i, w := range want {
+			if got := c.mustReply(); got != w {
+				t.Errorf("reply %d: got %q, want %q", i, got, w)
+			}
+		}
+		c.mustReply() // INFO
+		if got, want := c.mustReply(), ints(0, 1, 1, 0, 60000, 60000); got != want {
+			t.Errorf("last: got %q, want %q", got, want)
+		}
+		batches, _ = ec.seen()
+		if want := [][]string{{"a", "b", "a", "c", "a"}, {"r"}, {"r"}, {"r"}}; !slices.EqualFunc(batches, want, slices.Equal) {
+			t.Errorf("batches: got %q, want %q", batches, want)
+		}
+	})
 }
 
 // The actor system decides pipelines in one pass.

@@ -141,7 +141,7 @@ func (c *check) req() table.Request {
 // their replies written in one write.
 func (s *Server) serveConn(c *frameConn) {
 	defer func() { _ = c.Close() }()
-	st := &session{id: s.nextID.Add(1), authed: s.opts.Password == ""}
+	st := s.newSession()
 	for {
 		frames, err := c.frames()
 		if err != nil {
@@ -153,6 +153,11 @@ func (s *Server) serveConn(c *frameConn) {
 			return
 		}
 	}
+}
+
+// newSession returns the state of a new connection.
+func (s *Server) newSession() *session {
+	return &session{id: s.nextID.Add(1), authed: s.opts.Password == ""}
 }
 
 // serveFrames answers the commands of frames, whole frames as the scanner

@@ -21,6 +21,17 @@ const readChunk = 4096
 // go once written.
 const maxKeptOut = 8 << 10
 
+// After its replies are written, what becomes of a loop's connection.
+const (
+	afterNone   = iota
+	afterClose  // it closes
+	afterLinger // it shuts its side and reads away what the client still sends (see fail)
+)
+
+// errWouldBlock is a loop's read finding nothing: the connection waits
+// for the next readiness.
+var errWouldBlock = errors.New("resp: would block")
+
 // frameConn is a client connection. It reads the socket into its own
 // buffer and hands the server whole frames in place (frames), which the
 // server parses with redcon.ReadNextCommand into arguments that point into
@@ -62,20 +73,49 @@ type frameConn struct {
 	rw   io.ReadWriter
 	sock *sockio.Socket
 
+	// lp is the event loop serving the connection, nil on the goroutine
+	// path; the fields below are the loop's (loop_linux.go), st and the
+	// rest but those under mu its own.
+	lp          *loop
+	fd          int // the socket's descriptor, -1 once closed
+	st          *session
+	pend        []byte    // replies the socket has not taken yet
+	pendSince   time.Time // when the first of them waited
+	lastActive  time.Time // when the last frames were answered, or it was opened
+	didRead     bool      // the one read of this readiness is made
+	after       int       // what becomes of it once its replies are written
+	watchOut    bool      // its loop waits for room, not for input
+	lingering   bool
+	lingerLeft  int
+	lingerUntil time.Time
+
 	mu       sync.Mutex
 	reading  bool // blocked in a socket read
 	draining bool
 	closed   bool
+	// Of a loop's connection: busy while it is served; quiet while it is
+	// not and no reply waits, when drain may shut it at once; held while
+	// replies wait for room; closing once Close asked its loop to close it.
+	busy, quiet, held, closing bool
 }
 
-func newFrameConn(nc net.Conn, s *Server) *frameConn {
-	c := &frameConn{nc: nc, srv: s, buf: make([]byte, readChunk)}
+// newFrameConn wraps nc; with loop, for an event loop when nc is a plain
+// TCP connection (its descriptor detached from nc, which is closed).
+func newFrameConn(nc net.Conn, s *Server, loop bool) *frameConn {
+	c := &frameConn{nc: nc, srv: s, buf: make([]byte, readChunk), fd: -1}
+	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
+	if loop {
+		if c.fd = detach(nc); c.fd >= 0 {
+			c.st = s.newSession()
+			c.quiet = true
+			return c
+		}
+	}
 	c.tc, _ = nc.(*tls.Conn)
 	c.rw = nc
 	if sock, ok := sockio.Open(nc); ok {
 		c.rw, c.sock = sock, sock
 	}
-	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
 	return c
 }
 
@@ -105,6 +145,9 @@ func (c *frameConn) frames() ([]byte, error) {
 			}
 		}
 		n, err := c.readSocket(c.buf[c.w:])
+		if err == errWouldBlock {
+			return nil, err
+		}
 		if n > 0 {
 			wasMid := c.sc.mid()
 			end, perr := c.sc.scan(c.buf[c.w : c.w+n])
@@ -172,6 +215,10 @@ func (c *frameConn) fail() error {
 		_, _ = c.Write([]byte("-ERR " + c.perr.Error() + "\r\n"))
 		c.srv.obs.Conn(ConnProtocolError)
 		c.perr = nil
+		if c.lp != nil {
+			c.after = afterLinger // its loop lingers once the answer is written
+			return c.err
+		}
 		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 			_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
@@ -191,6 +238,9 @@ func (c *frameConn) fail() error {
 // (no read ever ends before its deadline). A busy connection so moves its
 // deadline once every idleSlack instead of once a read.
 func (c *frameConn) readSocket(b []byte) (int, error) {
+	if c.lp != nil {
+		return c.readNow(b)
+	}
 	retry := false
 	for {
 		c.mu.Lock()
@@ -286,6 +336,9 @@ func (c *frameConn) idleDeadline() time.Time {
 // (sockio.Socket.WriteWithin): a write the socket's buffer takes at once
 // costs no timer.
 func (c *frameConn) Write(p []byte) (int, error) {
+	if c.lp != nil {
+		return c.writeNow(p)
+	}
 	if c.sock != nil {
 		return c.sock.WriteWithin(p, c.srv.opts.WriteTimeout)
 	}
@@ -300,6 +353,14 @@ func (c *frameConn) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.draining = true
+	if c.lp != nil {
+		if c.quiet {
+			c.shutdown()
+		} else {
+			c.lp.wake()
+		}
+		return
+	}
 	if c.reading {
 		c.armed = time.Unix(1, 0)
 		_ = c.nc.SetReadDeadline(c.armed)
@@ -310,6 +371,13 @@ func (c *frameConn) drain() {
 func (c *frameConn) Close() error {
 	c.mu.Lock()
 	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	if c.lp != nil {
+		// Its loop closes it, woken by the shutdown.
+		c.closing = true
+		c.shutdown()
 		c.mu.Unlock()
 		return nil
 	}

@@ -17,47 +17,49 @@ import (
 // clients send on connect is answered without an error.
 func TestConnectGoRedis(t *testing.T) {
 	t.Parallel()
-	sys, _ := manualSystem(t)
-	_, addr := startServer(t, resp.Options{Checker: sys})
-	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: addr, ClientName: "tester", DB: 0})
-	t.Cleanup(func() { _ = c.Close() })
-	if got, err := c.Ping(ctx).Result(); err != nil || got != "PONG" {
-		t.Fatalf("PING: got %q, %v; want PONG", got, err)
-	}
-	checks := []struct {
-		args []any
-		want any
-	}{
-		{[]any{"PING", "hi"}, "hi"},
-		{[]any{"ECHO", "a b"}, "a b"},
-		{[]any{"SELECT", 0}, "OK"},
-		{[]any{"CLIENT", "SETINFO", "LIB-NAME", "x"}, "OK"},
-		{[]any{"CLIENT", "GETNAME"}, "tester"}, // set by go-redis on connect
-		{[]any{"CLIENT", "SETNAME", "other"}, "OK"},
-		{[]any{"CLIENT", "GETNAME"}, "other"},
-		{[]any{"COMMAND"}, []any{}},
-		{[]any{"COMMAND", "DOCS"}, []any{}},
-		{[]any{"CONFIG", "GET", "save"}, []any{"save", ""}},
-		{[]any{"CONFIG", "GET", "appendonly", "nothing", "APPENDONLY"}, []any{"appendonly", "no"}},
-		{[]any{"CONFIG", "GET", "*"}, []any{}},
-	}
-	for _, tc := range checks {
-		got, err := c.Do(ctx, tc.args...).Result()
-		if err != nil {
-			t.Errorf("%q: %v", tc.args, err)
-			continue
+	bothModes(t, func(t *testing.T, goroutines bool) {
+		sys, _ := manualSystem(t)
+		_, addr := startServer(t, resp.Options{ConnGoroutines: goroutines, Checker: sys})
+		ctx := context.Background()
+		c := redis.NewClient(&redis.Options{Addr: addr, ClientName: "tester", DB: 0})
+		t.Cleanup(func() { _ = c.Close() })
+		if got, err := c.Ping(ctx).Result(); err != nil || got != "PONG" {
+			t.Fatalf("PING: got %q, %v; want PONG", got, err)
 		}
-		if !equalReply(got, tc.want) {
-			t.Errorf("%q: got %#v, want %#v", tc.args, got, tc.want)
+		checks := []struct {
+			args []any
+			want any
+		}{
+			{[]any{"PING", "hi"}, "hi"},
+			{[]any{"ECHO", "a b"}, "a b"},
+			{[]any{"SELECT", 0}, "OK"},
+			{[]any{"CLIENT", "SETINFO", "LIB-NAME", "x"}, "OK"},
+			{[]any{"CLIENT", "GETNAME"}, "tester"}, // set by go-redis on connect
+			{[]any{"CLIENT", "SETNAME", "other"}, "OK"},
+			{[]any{"CLIENT", "GETNAME"}, "other"},
+			{[]any{"COMMAND"}, []any{}},
+			{[]any{"COMMAND", "DOCS"}, []any{}},
+			{[]any{"CONFIG", "GET", "save"}, []any{"save", ""}},
+			{[]any{"CONFIG", "GET", "appendonly", "nothing", "APPENDONLY"}, []any{"appendonly", "no"}},
+			{[]any{"CONFIG", "GET", "*"}, []any{}},
 		}
-	}
-	if got, err := c.Do(ctx, "CLIENT", "ID").Int64(); err != nil || got < 1 {
-		t.Errorf("CLIENT ID: got %d, %v", got, err)
-	}
-	if err := c.Do(ctx, "QUIT").Err(); err != nil {
-		t.Errorf("QUIT: %v", err)
-	}
+		for _, tc := range checks {
+			got, err := c.Do(ctx, tc.args...).Result()
+			if err != nil {
+				t.Errorf("%q: %v", tc.args, err)
+				continue
+			}
+			if !equalReply(got, tc.want) {
+				t.Errorf("%q: got %#v, want %#v", tc.args, got, tc.want)
+			}
+		}
+		if got, err := c.Do(ctx, "CLIENT", "ID").Int64(); err != nil || got < 1 {
+			t.Errorf("CLIENT ID: got %d, %v", got, err)
+		}
+		if err := c.Do(ctx, "QUIT").Err(); err != nil {
+			t.Errorf("QUIT: %v", err)
+		}
+	})
 }
 
 // equalReply compares go-redis replies: strings, integers and arrays.
@@ -123,25 +125,27 @@ func TestConnectRaw(t *testing.T) {
 // run: the connection closes after QUIT's +OK.
 func TestQuitPipelined(t *testing.T) {
 	t.Parallel()
-	sys, _ := manualSystem(t)
-	_, addr := startServer(t, resp.Options{Checker: sys})
-	c := dialRaw(t, addr)
-	c.send(frame("CL.THROTTLE", "q", "1", "1", "60") + frame("QUIT") + frame("CL.THROTTLE", "q", "1", "1", "60"))
-	if got, want := c.mustReply(), ints(0, 2, 1, -1, 60); got != want {
-		t.Errorf("first: got %q, want %q", got, want)
-	}
-	if got := c.mustReply(); got != "+OK\r\n" {
-		t.Errorf("QUIT: got %q", got)
-	}
-	if got, err := c.reply(); err == nil {
-		t.Errorf("after QUIT: got %q, want the connection closed", got)
-	}
-	// The third command was not counted: one token of two is in use.
-	c2 := dialRaw(t, addr)
-	c2.send(frame("CL.THROTTLE", "q", "1", "1", "60", "0"))
-	if got, want := c2.mustReply(), ints(0, 2, 1, -1, 60); got != want {
-		t.Errorf("peek: got %q, want %q", got, want)
-	}
+	bothModes(t, func(t *testing.T, goroutines bool) {
+		sys, _ := manualSystem(t)
+		_, addr := startServer(t, resp.Options{ConnGoroutines: goroutines, Checker: sys})
+		c := dialRaw(t, addr)
+		c.send(frame("CL.THROTTLE", "q", "1", "1", "60") + frame("QUIT") + frame("CL.THROTTLE", "q", "1", "1", "60"))
+		if got, want := c.mustReply(), ints(0, 2, 1, -1, 60); got != want {
+			t.Errorf("first: got %q, want %q", got, want)
+		}
+		if got := c.mustReply(); got != "+OK\r\n" {
+			t.Errorf("QUIT: got %q", got)
+		}
+		if got, err := c.reply(); err == nil {
+			t.Errorf("after QUIT: got %q, want the connection closed", got)
+		}
+		// The third command was not counted: one token of two is in use.
+		c2 := dialRaw(t, addr)
+		c2.send(frame("CL.THROTTLE", "q", "1", "1", "60", "0"))
+		if got, want := c2.mustReply(), ints(0, 2, 1, -1, 60); got != want {
+			t.Errorf("peek: got %q, want %q", got, want)
+		}
+	})
 }
 
 // TestAuth checks that with a password every command but AUTH, HELLO and

@@ -152,6 +152,27 @@
 // cap is sent over TLS within a second (at most 16 such handshakes at once;
 // past them a connection over the cap is closed without a reply).
 //
+// # Event loops
+//
+// On Linux the plain TCP connections are served by event loops, one per
+// processor (GOMAXPROCS), each a goroutine waiting on an epoll set of its
+// own (level-triggered), itself registered in the runtime's poller, so
+// that no thread blocks in epoll_wait. For each connection ready, a loop
+// reads once, answers the whole frames read and writes their replies;
+// what the socket does not take waits, and the connection reads nothing
+// more until it is written (back-pressure). A request so costs one read
+// instead of a goroutine's two (the second finding nothing before it may
+// park) and no wake-up of its own. Measured against a goroutine per
+// connection with redis-benchmark, 50 connections, CL.THROTTLE: pipelines
+// of 16, 2.1–2.4 → 1.6–2.2 µs of server CPU per request and 443k → 440k–
+// 640k requests/s (median 600k); pipelines of 1, 17.9 → 17.1 µs, the
+// requests/s the client's (it is the bottleneck). A loop decides its
+// connections' checks itself: a check that waits stalls the loop's other
+// connections, so a Checker whose checks may wait on the network (a
+// cluster member forwarding them) is served with Options.ConnGoroutines.
+// TLS connections, and every connection elsewhere than on Linux, are
+// served on a goroutine each.
+//
 // # Shutdown
 //
 // Shutdown stops accepting, lets each connection answer the commands it

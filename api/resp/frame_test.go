@@ -28,7 +28,7 @@ func pipeConn(t *testing.T, opts Options) (*frameConn, net.Conn) {
 	}
 	server, client := net.Pipe()
 	t.Cleanup(func() { _ = server.Close(); _ = client.Close() })
-	return newFrameConn(server, s), client
+	return newFrameConn(server, s, false), client
 }
 
 // nopChecker is a Checker for tests that never check.

@@ -276,3 +276,19 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// bothModes runs test, in parallel, against servers serving their
+// connections on event loops (the default) and on goroutines
+// (Options.ConnGoroutines).
+func bothModes(t *testing.T, test func(t *testing.T, goroutines bool)) {
+	for _, goroutines := range []bool{false, true} {
+		name := "loops"
+		if goroutines {
+			name = "goroutines"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, goroutines)
+		})
+	}
+}

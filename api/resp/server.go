@@ -115,6 +115,16 @@ type Options struct {
 	Now func() time.Time
 	// Version is the ratelimitd version INFO reports.
 	Version string
+
+	// ConnGoroutines serves each connection on a goroutine of its own.
+	// Otherwise, on Linux, plain TCP connections are served by event
+	// loops, one per processor, each deciding the checks of its
+	// connections itself: fewer system calls and no scheduler round per
+	// request, but a check that waits stalls its loop's other
+	// connections. Set it when the Checker's checks may wait on the
+	// network (a cluster member forwards checks to their owners). TLS
+	// connections are always served on goroutines.
+	ConnGoroutines bool
 }
 
 // withDefaults validates o and fills in its defaults.
@@ -187,6 +197,12 @@ type Server struct {
 	drained  chan struct{} // closed once closing and no connection is left
 	served   chan struct{} // closed when Serve returns
 
+	// loops are the event loops, started by Serve (none with
+	// ConnGoroutines); nextLoop picks the next connection's, under mu.
+	loops    []*loop
+	nextLoop uint64
+	nLoops   int // how many loops Serve starts; 0: defaultLoops (tests set it)
+
 	nextID   atomic.Uint64
 	stats    stats
 	refusing chan struct{} // a slot per TLS refusal under way
@@ -236,6 +252,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.serving, s.ln = true, ln
+	if !s.opts.ConnGoroutines && s.opts.TLSConfig == nil {
+		n := s.nLoops
+		if n == 0 {
+			n = defaultLoops()
+		}
+		s.loops = s.startLoops(n)
+	}
 	s.mu.Unlock()
 	defer close(s.served)
 
@@ -250,7 +273,9 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.closeConns() // ln was closed under us, or failed for good
 			return err
 		}
-		go s.serveConn(c)
+		if c.lp == nil {
+			go s.serveConn(c)
+		}
 	}
 }
 
@@ -307,6 +332,9 @@ func (s *Server) beginClose() {
 	close(s.closing)
 	if s.ln != nil {
 		_ = s.ln.Close()
+	}
+	for _, lp := range s.loops {
+		lp.wake() // to end once its connections are gone
 	}
 	s.checkDrained()
 }
@@ -389,7 +417,10 @@ func (s *Server) admit(nc net.Conn) *frameConn {
 	if s.opts.TLSConfig != nil {
 		nc = tls.Server(nc, s.opts.TLSConfig)
 	}
-	c := newFrameConn(nc, s)
+	c := newFrameConn(nc, s, len(s.loops) > 0)
+	if c.fd >= 0 {
+		s.handOver(c)
+	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	s.stats.connsOpen.Add(1)

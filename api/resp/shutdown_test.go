@@ -49,86 +49,90 @@ func serve(t *testing.T, srv *resp.Server) (string, chan error) {
 // it, and refuses new connections; Serve returns ErrServerClosed.
 func TestShutdownDrains(t *testing.T) {
 	t.Parallel()
-	sys, _ := manualSystem(t)
-	bc := &blockingChecker{Checker: sys, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	srv, err := resp.New(resp.Options{Checker: bc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, served := serve(t, srv)
-	idle, busy := dialRaw(t, addr), dialRaw(t, addr)
-	idle.send(frame("PING"))
-	if got := idle.mustReply(); got != "+PONG\r\n" {
-		t.Fatalf("PING: got %q", got)
-	}
-	busy.send(frame("CL.THROTTLE", "d", "1", "1", "60"))
-	<-bc.entered
-	shut := make(chan error, 1)
-	go func() { shut <- srv.Shutdown(context.Background()) }()
-	if got, err := idle.reply(); !errors.Is(err, io.EOF) {
-		t.Errorf("idle connection: got %q, %v; want it closed", got, err)
-	}
-	select {
-	case err := <-shut:
-		t.Fatalf("Shutdown returned %v with a check in progress", err)
-	default:
-	}
-	close(bc.release)
-	if got, want := busy.mustReply(), ints(0, 2, 1, -1, 60); got != want {
-		t.Errorf("the check in progress: got %q, want %q", got, want)
-	}
-	if got, err := busy.reply(); !errors.Is(err, io.EOF) {
-		t.Errorf("busy connection after its reply: got %q, %v; want it closed", got, err)
-	}
-	if err := <-shut; err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
-	if err := <-served; !errors.Is(err, resp.ErrServerClosed) {
-		t.Errorf("Serve: got %v, want ErrServerClosed", err)
-	}
-	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-		_ = c.Close()
-		t.Error("a new connection was accepted after Shutdown")
-	}
-	if err := srv.Shutdown(context.Background()); err != nil {
-		t.Errorf("second Shutdown: %v", err)
-	}
-	if err := srv.Serve(nil); !errors.Is(err, resp.ErrServerClosed) {
-		t.Errorf("Serve after Shutdown: got %v, want ErrServerClosed", err)
-	}
+	bothModes(t, func(t *testing.T, goroutines bool) {
+		sys, _ := manualSystem(t)
+		bc := &blockingChecker{Checker: sys, entered: make(chan struct{}, 1), release: make(chan struct{})}
+		srv, err := resp.New(resp.Options{ConnGoroutines: goroutines, Checker: bc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, served := serve(t, srv)
+		idle, busy := dialRaw(t, addr), dialRaw(t, addr)
+		idle.send(frame("PING"))
+		if got := idle.mustReply(); got != "+PONG\r\n" {
+			t.Fatalf("PING: got %q", got)
+		}
+		busy.send(frame("CL.THROTTLE", "d", "1", "1", "60"))
+		<-bc.entered
+		shut := make(chan error, 1)
+		go func() { shut <- srv.Shutdown(context.Background()) }()
+		if got, err := idle.reply(); !errors.Is(err, io.EOF) {
+			t.Errorf("idle connection: got %q, %v; want it closed", got, err)
+		}
+		select {
+		case err := <-shut:
+			t.Fatalf("Shutdown returned %v with a check in progress", err)
+		default:
+		}
+		close(bc.release)
+		if got, want := busy.mustReply(), ints(0, 2, 1, -1, 60); got != want {
+			t.Errorf("the check in progress: got %q, want %q", got, want)
+		}
+		if got, err := busy.reply(); !errors.Is(err, io.EOF) {
+			t.Errorf("busy connection after its reply: got %q, %v; want it closed", got, err)
+		}
+		if err := <-shut; err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, resp.ErrServerClosed) {
+			t.Errorf("Serve: got %v, want ErrServerClosed", err)
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_ = c.Close()
+			t.Error("a new connection was accepted after Shutdown")
+		}
+		if err := srv.Shutdown(context.Background()); err != nil {
+			t.Errorf("second Shutdown: %v", err)
+		}
+		if err := srv.Serve(nil); !errors.Is(err, resp.ErrServerClosed) {
+			t.Errorf("Serve after Shutdown: got %v, want ErrServerClosed", err)
+		}
+	})
 }
 
 // TestShutdownGivesUp checks that when Shutdown's ctx ends first, the
 // connections are closed at once and the checks in progress canceled.
 func TestShutdownGivesUp(t *testing.T) {
 	t.Parallel()
-	sys, _ := manualSystem(t)
-	bc := &blockingChecker{Checker: sys, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	srv, err := resp.New(resp.Options{Checker: bc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, served := serve(t, srv)
-	busy := dialRaw(t, addr)
-	busy.send(frame("CL.THROTTLE", "d", "1", "1", "60"))
-	<-bc.entered
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := srv.Shutdown(ctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("Shutdown: got %v, want context.Canceled", err)
-	}
-	if got, err := busy.reply(); err == nil {
-		t.Errorf("busy connection: got %q, want it closed", got)
-	}
-	if err := <-served; !errors.Is(err, resp.ErrServerClosed) {
-		t.Errorf("Serve: got %v, want ErrServerClosed", err)
-	}
-	// The check was canceled before the system took it: nothing counted.
-	d, err := sys.Check(context.Background(), table.Request{ID: "d", Hits: 0, Namespace: "CL.THROTTLE",
-		Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Minute, Limit: 1, Burst: 2}})
-	if err != nil || d.Count != 0 {
-		t.Errorf("after the canceled check: got %+v, %v; want count 0", d, err)
-	}
+	bothModes(t, func(t *testing.T, goroutines bool) {
+		sys, _ := manualSystem(t)
+		bc := &blockingChecker{Checker: sys, entered: make(chan struct{}, 1), release: make(chan struct{})}
+		srv, err := resp.New(resp.Options{ConnGoroutines: goroutines, Checker: bc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, served := serve(t, srv)
+		busy := dialRaw(t, addr)
+		busy.send(frame("CL.THROTTLE", "d", "1", "1", "60"))
+		<-bc.entered
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := srv.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("Shutdown: got %v, want context.Canceled", err)
+		}
+		if got, err := busy.reply(); err == nil {
+			t.Errorf("busy connection: got %q, want it closed", got)
+		}
+		if err := <-served; !errors.Is(err, resp.ErrServerClosed) {
+			t.Errorf("Serve: got %v, want ErrServerClosed", err)
+		}
+		// The check was canceled before the system took it: nothing counted.
+		d, err := sys.Check(context.Background(), table.Request{ID: "d", Hits: 0, Namespace: "CL.THROTTLE",
+			Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Minute, Limit: 1, Burst: 2}})
+		if err != nil || d.Count != 0 {
+			t.Errorf("after the canceled check: got %+v, %v; want count 0", d, err)
+		}
+	})
 }
 
 // TestNewOptions checks the options New refuses.

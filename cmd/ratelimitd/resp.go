@@ -53,6 +53,9 @@ func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs 
 		Observer:    dash.respObserver(prom.ObserveRESP(maxConns)),
 		Logger:      rlog,
 		Version:     moduleVersion(),
+		// A cluster member's checks may wait on their owners over the
+		// network: an event loop would stall its other connections.
+		ConnGoroutines: len(cfg.cluster.etcd) > 0,
 	})
 	if err != nil {
 		return nil, err
