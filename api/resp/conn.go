@@ -357,7 +357,7 @@ func (c *frameConn) drain() {
 		if c.quiet {
 			c.shutdown()
 		} else {
-			c.lp.wake()
+			c.lp.ask()
 		}
 		return
 	}

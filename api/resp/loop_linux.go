@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -46,10 +47,11 @@ type loop struct {
 	// lookFn is look, bound once: a method value made per wait escapes.
 	lookFn func(fd uintptr) bool
 
-	// adds are the connections handed over and not yet in the set;
-	// pending, that some were, or that a connection asked to be closed or
-	// drained; both under srv.mu.
+	// adds are the connections handed over and not yet in the set, under
+	// srv.mu.
 	adds []*frameConn
+	// asked is set when a connection asks to be closed or drained.
+	asked atomic.Bool
 
 	conns  map[int]*frameConn // by descriptor; the loop's own
 	events []syscall.EpollEvent
@@ -130,7 +132,14 @@ func (lp *loop) ctl(op, fd int, events uint32) error {
 	return syscall.EpollCtl(lp.epfd, op, fd, &ev)
 }
 
-// wake makes the loop look at its adds and at the connections' requests.
+// ask makes the loop look at its connections' requests (closing,
+// draining): woken scans them only then, not at every connection added.
+func (lp *loop) ask() {
+	lp.asked.Store(true)
+	lp.wake()
+}
+
+// wake makes the loop look at its adds.
 func (lp *loop) wake() {
 	one := uint64(1)
 	_, _, _ = syscall.RawSyscall(syscall.SYS_WRITE, uintptr(lp.efd), uintptr(unsafe.Pointer(&one)), 8)
@@ -259,6 +268,9 @@ func (lp *loop) woken() {
 			s.log.Warn("resp: epoll_ctl failed; closing the connection", "err", err)
 			lp.close(c)
 		}
+	}
+	if !lp.asked.Swap(false) {
+		return
 	}
 	for _, c := range lp.conns {
 		c.mu.Lock()
@@ -507,7 +519,7 @@ func (c *frameConn) shutdown() {
 	if c.fd >= 0 {
 		_ = syscall.Shutdown(c.fd, syscall.SHUT_RDWR)
 	}
-	c.lp.wake()
+	c.lp.ask()
 }
 
 // readSome reads what fd holds into b: errWouldBlock when nothing.

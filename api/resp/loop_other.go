@@ -20,6 +20,7 @@ func defaultLoops() int                           { return 0 }
 func detach(net.Conn) int                         { return -1 }
 func (s *Server) handOver(*frameConn)             {}
 func (lp *loop) wake()                            {}
+func (lp *loop) ask()                             {}
 func (c *frameConn) readNow([]byte) (int, error)  { return 0, errNoLoop }
 func (c *frameConn) writeNow([]byte) (int, error) { return 0, errNoLoop }
 func (c *frameConn) shutdown()                    {}
