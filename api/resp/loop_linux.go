@@ -52,6 +52,7 @@ type loop struct {
 	adds []*frameConn
 	// asked is set when a connection asks to be closed or drained.
 	asked atomic.Bool
+	done  chan struct{} // closed when run returns
 
 	conns  map[int]*frameConn // by descriptor; the loop's own
 	events []syscall.EpollEvent
@@ -92,7 +93,7 @@ func newLoop(s *Server) (*loop, error) {
 		_ = syscall.Close(epfd)
 		return nil, e
 	}
-	lp := &loop{srv: s, epfd: epfd, efd: int(r), conns: make(map[int]*frameConn), events: make([]syscall.EpollEvent, 256)}
+	lp := &loop{srv: s, epfd: epfd, efd: int(r), conns: make(map[int]*frameConn), events: make([]syscall.EpollEvent, 256), done: make(chan struct{})}
 	if err := syscall.SetNonblock(epfd, true); err != nil {
 		lp.closeFDs()
 		return nil, err
@@ -139,6 +140,9 @@ func (lp *loop) ask() {
 	lp.wake()
 }
 
+// ended is closed once the loop has ended, its descriptors closed.
+func (lp *loop) ended() <-chan struct{} { return lp.done }
+
 // wake makes the loop look at its adds.
 func (lp *loop) wake() {
 	one := uint64(1)
@@ -182,6 +186,7 @@ func (s *Server) handOver(c *frameConn) {
 // run serves the loop's connections until the server closes and none is
 // left.
 func (lp *loop) run() {
+	defer close(lp.done)
 	s := lp.srv
 	lp.now = time.Now()
 	lp.next = lp.now.Add(lp.tick)

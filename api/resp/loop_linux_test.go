@@ -81,7 +81,8 @@ func respFrame(args ...string) string {
 
 // TestLoopDrainWhileBusy: Shutdown closes a waiting connection at once
 // even while its loop, the only one, is held by another connection's
-// check; that connection then gets its answer before it is closed.
+// check; that connection then gets its answer before it is closed, and
+// the loop has ended when Shutdown returns.
 func TestLoopDrainWhileBusy(t *testing.T) {
 	t.Parallel()
 	g := &gateChecker{entered: make(chan struct{}, 1), release: make(chan struct{})}
@@ -133,6 +134,14 @@ func TestLoopDrainWhileBusy(t *testing.T) {
 	}
 	if err := <-served; !errors.Is(err, ErrServerClosed) {
 		t.Errorf("Serve: %v, want ErrServerClosed", err)
+	}
+	// Shutdown returned: the loop has ended, its descriptors closed.
+	for _, lp := range s.loops {
+		select {
+		case <-lp.ended():
+		default:
+			t.Error("a loop still runs after Shutdown returned")
+		}
 	}
 }
 

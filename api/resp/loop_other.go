@@ -24,3 +24,9 @@ func (lp *loop) ask()                             {}
 func (c *frameConn) readNow([]byte) (int, error)  { return 0, errNoLoop }
 func (c *frameConn) writeNow([]byte) (int, error) { return 0, errNoLoop }
 func (c *frameConn) shutdown()                    {}
+
+func (lp *loop) ended() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}

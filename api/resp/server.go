@@ -360,13 +360,19 @@ func (s *Server) closeConns() {
 	}
 }
 
-// waitServed waits for Serve to return, if it was called.
+// waitServed waits for Serve to return, if it was called, and for its
+// event loops to end (each ends once the server is closing and its last
+// connection is closed).
 func (s *Server) waitServed() {
 	s.mu.Lock()
 	serving := s.serving
+	loops := s.loops
 	s.mu.Unlock()
 	if serving {
 		<-s.served
+	}
+	for _, lp := range loops {
+		<-lp.ended()
 	}
 	s.cancel()
 }
