@@ -145,11 +145,18 @@ func (s *Server) serveConn(c *frameConn) {
 	for {
 		frames, err := c.frames()
 		if err != nil {
+			if c.isDraining() {
+				c.lingerClose() // the client may still be sending
+			}
 			return
 		}
 		more := s.serveFrames(c, st, frames)
 		c.consume(len(frames))
-		if err := c.flushOut(); err != nil || !more {
+		if err := c.flushOut(); err != nil {
+			return
+		}
+		if !more {
+			c.lingerClose() // QUIT, or an inline command that does not parse
 			return
 		}
 	}

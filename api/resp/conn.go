@@ -83,9 +83,10 @@ type frameConn struct {
 	pendSince   time.Time // when the first of them waited
 	lastActive  time.Time // when the last frames were answered, or it was opened
 	didRead     bool      // the one read of this readiness is made
+	drainEOF    bool      // a read ended because the server drains
 	after       int       // what becomes of it once its replies are written
 	watchOut    bool      // its loop waits for room, not for input
-	lingering   bool
+	lingering   bool      // its lingering close has begun (on a goroutine too)
 	lingerLeft  int
 	lingerUntil time.Time
 
@@ -219,13 +220,59 @@ func (c *frameConn) fail() error {
 			c.after = afterLinger // its loop lingers once the answer is written
 			return c.err
 		}
-		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-			_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
-			_, _ = io.CopyN(io.Discard, c.nc, lingerBytes)
-		}
+		c.lingerClose()
 	}
 	return c.err
+}
+
+// lingerPoll is how often a lingering close on a goroutine looks whether
+// the client has acknowledged every byte sent to it.
+const lingerPoll = 10 * time.Millisecond
+
+// lingerClose begins the close of a connection served on a goroutine that
+// the client may still be sending on (after a protocol error, QUIT, or
+// Shutdown's drain): it shuts the sending side, so that the client reads
+// its replies to the end, and reads away what the client still sends,
+// since closing a socket with unread input resets the connection and the
+// client loses what it has not yet received. It returns once the client
+// has acknowledged every byte sent to it (on Linux; elsewhere and over TLS
+// once it has read lingerBytes), once the client closes its side, or after
+// lingerTime; the close follows. Past lingerBytes it reads no more: a
+// reset then costs the client nothing once it has every byte. It is
+// idempotent.
+func (c *frameConn) lingerClose() {
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok || c.lingering {
+		return
+	}
+	c.lingering = true
+	_ = cw.CloseWrite()
+	end := time.Now().Add(lingerTime)
+	read := 0
+	for {
+		n, known := sockio.Unacked(c.nc)
+		if known && n == 0 {
+			return
+		}
+		now := time.Now()
+		if !now.Before(end) || !known && read >= lingerBytes {
+			return
+		}
+		if read >= lingerBytes {
+			time.Sleep(min(lingerPoll, end.Sub(now)))
+			continue
+		}
+		poll := now.Add(lingerPoll)
+		if poll.After(end) {
+			poll = end
+		}
+		_ = c.nc.SetReadDeadline(poll)
+		m, err := c.nc.Read(c.buf[:cap(c.buf)])
+		read += m
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return
+		}
+	}
 }
 
 // readSocket reads from the socket with the deadline the connection's
@@ -355,7 +402,7 @@ func (c *frameConn) drain() {
 	c.draining = true
 	if c.lp != nil {
 		if c.quiet {
-			c.shutdown()
+			c.shutdown(shutWrite)
 		} else {
 			c.lp.ask()
 		}
@@ -377,7 +424,7 @@ func (c *frameConn) Close() error {
 	if c.lp != nil {
 		// Its loop closes it, woken by the shutdown.
 		c.closing = true
-		c.shutdown()
+		c.shutdown(shutBoth)
 		c.mu.Unlock()
 		return nil
 	}
@@ -424,4 +471,11 @@ func (l *listener) accept() (*frameConn, error) {
 			return c, nil
 		}
 	}
+}
+
+// isDraining reports whether Shutdown has begun to drain the connection.
+func (c *frameConn) isDraining() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.draining
 }

@@ -180,4 +180,14 @@
 // its ctx ends; then the rest are closed at once and their checks
 // canceled). A check that is canceled before the Checker takes it is not
 // counted.
+//
+// A connection closed by the server while its client may still be
+// sending (Shutdown's drain, QUIT, a protocol error) is closed gently:
+// the server shuts its sending side, so that the client reads its replies
+// to the end and then EOF, and reads away what the client still sends
+// until the client has acknowledged every byte sent to it, closes its
+// side, or a second has passed (past 256 KiB it reads no more). Closing a
+// socket with input unread resets the connection, and the client would
+// lose the replies it had not yet received: a client pipelining without
+// pause lost the end of its replies to a drain before.
 package resp

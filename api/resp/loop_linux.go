@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/ratelimitd/ratelimitd/api/sockio"
 )
 
 // The event loops. A loop serves many connections from one goroutine:
@@ -330,6 +332,9 @@ func (lp *loop) serve(c *frameConn) {
 		if err != nil {
 			if c.after == afterNone {
 				c.after = afterClose
+				if c.drainEOF {
+					c.after = afterLinger // the client may be sending: see settle
+				}
 			}
 			return
 		}
@@ -341,7 +346,7 @@ func (lp *loop) serve(c *frameConn) {
 			return
 		}
 		if !more {
-			c.after = afterClose
+			c.after = afterLinger // QUIT, or an inline command that does not parse
 		}
 		if len(c.pend) > 0 {
 			return // back-pressure: nothing more is read until it is written
@@ -360,8 +365,10 @@ func (lp *loop) settle(c *frameConn) {
 	c.mu.Unlock()
 	if draining && c.after == afterNone {
 		// Every whole frame read is answered: what is left is a partial
-		// one, or nothing.
-		c.after = afterClose
+		// one, or nothing. Closing a socket with unread input resets the
+		// connection and drops what the client has yet to receive: the
+		// connection lingers instead.
+		c.after = afterLinger
 	}
 	if len(c.pend) > 0 {
 		c.mu.Lock()
@@ -421,23 +428,47 @@ func (lp *loop) writable(c *frameConn) {
 	lp.settle(c)
 }
 
-// linger reads away, within bounds, what the client of a connection
-// closing after a protocol error still sends; it closes at the end.
+// linger reads away what the client of a connection closing with its
+// side shut still sends: closing a socket with unread input resets the
+// connection, and the client loses what it has not yet received. It
+// closes the connection once the client closes its side, or once the
+// client has acknowledged every byte sent to it (scan looks again at each
+// tick), or after lingerTime. After lingerBytes it reads no more: a reset
+// then costs the client nothing once it has every byte.
 func (lp *loop) linger(c *frameConn) {
 	if lp.sink == nil {
 		lp.sink = make([]byte, readChunk)
 	}
 	for c.lingerLeft > 0 {
-		n, err := readSome(c.fd, lp.sink[:min(len(lp.sink), c.lingerLeft)])
+		n, err := readSome(c.fd, lp.sink)
 		if err == errWouldBlock {
+			if unacked(c.fd) == 0 {
+				lp.close(c) // nothing unread, nothing unreceived: a clean close
+			}
 			return
 		}
 		if err != nil || n == 0 {
-			break
+			lp.close(c)
+			return
 		}
 		c.lingerLeft -= n
 	}
-	lp.close(c)
+	if unacked(c.fd) == 0 {
+		lp.close(c)
+		return
+	}
+	// Input left unread would be reported again and again: wait for
+	// nothing but an error or a hang-up.
+	if err := lp.ctl(syscall.EPOLL_CTL_MOD, c.fd, 0); err != nil {
+		lp.close(c)
+	}
+}
+
+// unacked returns how many bytes sent on fd its peer has not acknowledged;
+// 0 if that cannot be told.
+func unacked(fd int) int {
+	n, _ := sockio.UnackedFD(fd)
+	return n
 }
 
 // scan closes the connections past a deadline.
@@ -446,7 +477,7 @@ func (lp *loop) scan() {
 	for _, c := range lp.conns {
 		switch {
 		case c.lingering:
-			if !lp.now.Before(c.lingerUntil) {
+			if !lp.now.Before(c.lingerUntil) || unacked(c.fd) == 0 {
 				lp.close(c)
 			}
 		case len(c.pend) > 0:
@@ -487,6 +518,7 @@ func (c *frameConn) readNow(b []byte) (int, error) {
 	draining := c.draining
 	c.mu.Unlock()
 	if draining {
+		c.drainEOF = true
 		return 0, io.EOF
 	}
 	if c.didRead {
@@ -518,11 +550,12 @@ func (c *frameConn) writeNow(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// shutdown shuts c's socket down, if it is open, for drain or Close from
-// another goroutine, and wakes its loop to close it. c.mu is held.
-func (c *frameConn) shutdown() {
+// shutdown shuts c's socket down, if it is open, for drain (how
+// SHUT_WR: the client reads its replies to the end) or Close (SHUT_RDWR)
+// from another goroutine, and wakes its loop to close it. c.mu is held.
+func (c *frameConn) shutdown(how int) {
 	if c.fd >= 0 {
-		_ = syscall.Shutdown(c.fd, syscall.SHUT_RDWR)
+		_ = syscall.Shutdown(c.fd, how)
 	}
 	c.lp.ask()
 }
@@ -564,3 +597,9 @@ func writeSome(fd int, b []byte) (int, error) {
 
 // defaultLoops is how many event loops a server runs: one per processor.
 func defaultLoops() int { return runtime.GOMAXPROCS(0) }
+
+// The ways of shutting a loop's socket down (shutdown).
+const (
+	shutWrite = syscall.SHUT_WR
+	shutBoth  = syscall.SHUT_RDWR
+)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,25 +164,7 @@ func TestLoopBackPressure(t *testing.T) {
 		}
 		sent <- err
 	}()
-	// Wait until the server holds replies it cannot write.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s.mu.Lock()
-		var waiting bool
-		for c := range s.conns {
-			c.mu.Lock()
-			waiting = waiting || c.held
-			c.mu.Unlock()
-		}
-		s.mu.Unlock()
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server never held replies back")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitHeld(t, s)
 	other, otherR := dialLoop(t, addr)
 	for i := range 3 {
 		if _, err := other.Write([]byte(respFrame("PING"))); err != nil {
@@ -204,5 +187,98 @@ func TestLoopBackPressure(t *testing.T) {
 	}
 	if err := <-sent; err != nil {
 		t.Fatalf("sending: %v", err)
+	}
+}
+
+// TestDrainHeld: Shutdown lets a connection whose replies wait for room
+// (its client sends far more than it reads) write them all once its
+// client reads, then closes it without resetting it: the client gets a
+// whole, in-order prefix of its replies, then EOF, and Shutdown returns.
+// Closing a socket with input unread resets the connection and drops what
+// the client has not yet received, so the server lingers first; before it
+// did, the client lost the end of its replies (a reply cut short, then
+// EOF). On an event loop and on goroutines.
+func TestDrainHeld(t *testing.T) {
+	t.Parallel()
+	for _, goroutines := range []bool{false, true} {
+		t.Run(map[bool]string{false: "loops", true: "goroutines"}[goroutines], func(t *testing.T) {
+			t.Parallel()
+			testDrainHeld(t, goroutines)
+		})
+	}
+}
+
+func testDrainHeld(t *testing.T, goroutines bool) {
+	s, addr, served := oneLoop(t, Options{Checker: nopChecker{}, WriteTimeout: 30 * time.Second, ConnGoroutines: goroutines})
+	big, bigR := dialLoop(t, addr)
+	const n, size = 8000, 4000
+	payload := strings.Repeat("z", size)
+	var sent atomic.Int64
+	go func() {
+		for i := 0; i < n; i++ {
+			if _, err := big.Write([]byte(respFrame("ECHO", strconv.Itoa(i)+":"+payload))); err != nil {
+				return // closed by the drain
+			}
+			sent.Add(1)
+		}
+	}()
+	// Held: the client's writes stall, the server reading no more.
+	last, deadline := int64(-1), time.Now().Add(10*time.Second)
+	for now := sent.Load(); now != last || now == 0; now = sent.Load() {
+		if time.Now().After(deadline) || now == n {
+			t.Fatalf("the client's writes never stalled (%d of %d sent)", now, n)
+		}
+		last = now
+		time.Sleep(100 * time.Millisecond)
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	got := 0
+	for ; got < n; got++ {
+		want := strconv.Itoa(got) + ":" + payload
+		head, err := bigR.ReadString('\n')
+		if errors.Is(err, io.EOF) && head == "" {
+			break
+		}
+		if err != nil || head != "$"+strconv.Itoa(len(want))+"\r\n" {
+			t.Fatalf("reply %d: header %q, %v", got, head, err)
+		}
+		body := make([]byte, len(want)+2)
+		if _, err := io.ReadFull(bigR, body); err != nil || string(body) != want+"\r\n" {
+			t.Fatalf("reply %d: %q…, %v", got, body[:min(len(body), 16)], err)
+		}
+	}
+	if got == 0 || got == n {
+		t.Errorf("%d replies before the close; want some, not all %d (the drain reads no more)", got, n)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve: %v, want ErrServerClosed", err)
+	}
+}
+
+// waitHeld waits until one of s's connections holds replies the socket
+// did not take.
+func waitHeld(t *testing.T, s *Server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		held := false
+		for c := range s.conns {
+			c.mu.Lock()
+			held = held || c.held
+			c.mu.Unlock()
+		}
+		s.mu.Unlock()
+		if held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server never held replies back")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

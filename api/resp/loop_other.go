@@ -23,10 +23,12 @@ func (lp *loop) wake()                            {}
 func (lp *loop) ask()                             {}
 func (c *frameConn) readNow([]byte) (int, error)  { return 0, errNoLoop }
 func (c *frameConn) writeNow([]byte) (int, error) { return 0, errNoLoop }
-func (c *frameConn) shutdown()                    {}
+func (c *frameConn) shutdown(int)                 {}
 
 func (lp *loop) ended() <-chan struct{} {
 	c := make(chan struct{})
 	close(c)
 	return c
 }
+
+const shutWrite, shutBoth = 1, 2

@@ -24,4 +24,9 @@
 // Both fall back to the connection itself where raw I/O does not apply:
 // a connection that is not a *net.TCPConn (TLS, a pipe, a Unix socket)
 // and every system but Linux.
+//
+// Unacked tells how many bytes sent on a TCP connection its peer has not
+// acknowledged (SIOCOUTQ, Linux only): a server that closes a connection
+// while input is unread resets it, and the peer then loses what it has
+// not yet received, unless every byte is acknowledged already.
 package sockio

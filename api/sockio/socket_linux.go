@@ -155,3 +155,35 @@ func (s *Socket) write(fd uintptr) bool {
 	}
 	return true
 }
+
+// Unacked returns how many bytes sent on nc, a TCP connection, its peer
+// has not acknowledged yet (SIOCOUTQ); false when nc is not one.
+func Unacked(nc net.Conn) (int, bool) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	if _, tcp := nc.(*net.TCPConn); !tcp {
+		if _, tcp := nc.(*Conn); !tcp {
+			return 0, false
+		}
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	n, known := 0, false
+	if err := rc.Control(func(fd uintptr) { n, known = UnackedFD(int(fd)) }); err != nil {
+		return 0, false
+	}
+	return n, known
+}
+
+// UnackedFD is Unacked of a TCP socket's descriptor.
+func UnackedFD(fd int) (int, bool) {
+	var n int32
+	if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCOUTQ, uintptr(unsafe.Pointer(&n))); e != 0 {
+		return 0, false
+	}
+	return int(n), true
+}

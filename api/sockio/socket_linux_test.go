@@ -304,3 +304,48 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("the readers got %d bytes together, want %d", total, len(payload))
 	}
 }
+
+// TestUnacked: the bytes a peer that reads nothing has not acknowledged
+// are counted once its buffers are full, and none are once it has read
+// everything; the same through Wrap's Conn; a connection that is not TCP
+// cannot tell.
+func TestUnacked(t *testing.T) {
+	t.Parallel()
+	server, client := tcpPair(t)
+	smallBuffers(t, server, client)
+	if n, ok := sockio.Unacked(server); !ok || n != 0 {
+		t.Fatalf("before any write: %d, %v; want 0, true", n, ok)
+	}
+	_ = server.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	sent, err := server.Write(big)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a write of %d bytes to a peer that reads nothing: %d, %v; want a timeout", len(big), sent, err)
+	}
+	n, ok := sockio.Unacked(server)
+	if !ok || n <= 0 || n > sent {
+		t.Fatalf("with the peer's buffers full: %d, %v; want 0 < n ≤ %d sent", n, ok, sent)
+	}
+	if w, ok := sockio.Unacked(sockio.Wrap(server)); !ok || w <= 0 {
+		t.Errorf("through Wrap: %d, %v; want > 0, true", w, ok)
+	}
+	if got := <-readAll(client, sent); len(got) != sent {
+		t.Fatalf("the peer read %d of %d bytes", len(got), sent)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, ok := sockio.Unacked(server)
+		if ok && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the peer read everything: %d, %v; want 0, true", n, ok)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p1, p2 := net.Pipe()
+	defer p1.Close()
+	defer p2.Close()
+	if _, ok := sockio.Unacked(p1); ok {
+		t.Error("a pipe told its unacknowledged bytes")
+	}
+}

@@ -23,3 +23,6 @@ func (*Socket) Write([]byte) (int, error) { return 0, net.ErrClosed }
 
 // WriteWithin is never called: Open makes no Socket here.
 func (*Socket) WriteWithin([]byte, time.Duration) (int, error) { return 0, net.ErrClosed }
+
+// Unacked returns false: it is told on Linux alone.
+func Unacked(net.Conn) (int, bool) { return 0, false }
