@@ -694,6 +694,10 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 		field("tcp_port", int64(s.port()))
 		field("uptime_in_seconds", up)
 		field("uptime_in_days", up/86400)
+		s.mu.Lock()
+		loops := len(s.loops)
+		s.mu.Unlock()
+		field("event_loops", int64(loops)) // 0: a goroutine per connection
 	case "clients":
 		b.WriteString("# Clients\r\n")
 		field("connected_clients", s.stats.connsOpen.Load())

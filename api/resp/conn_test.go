@@ -2,7 +2,9 @@ package resp_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,7 +231,7 @@ func TestInfo(t *testing.T) {
 	_, port, _ := strings.Cut(srv.Addr().String(), "127.0.0.1:")
 	for _, want := range []string{
 		"# Server\r\nredis_version:5.0.0\r\nratelimitd_version:1.2.3\r\nredis_mode:standalone\r\n",
-		"\r\ntcp_port:" + port + "\r\nuptime_in_seconds:259205\r\nuptime_in_days:3\r\n\r\n# Clients\r\nconnected_clients:1\r\nmaxclients:9\r\n\r\n# Stats\r\n",
+		"\r\ntcp_port:" + port + "\r\nuptime_in_seconds:259205\r\nuptime_in_days:3\r\nevent_loops:" + strconv.Itoa(runtime.GOMAXPROCS(0)) + "\r\n\r\n# Clients\r\nconnected_clients:1\r\nmaxclients:9\r\n\r\n# Stats\r\n",
 		"\r\ntotal_checks_served:2\r\ntotal_checks_denied:1\r\n",
 	} {
 		if !strings.Contains(info, want) {
@@ -238,6 +240,11 @@ func TestInfo(t *testing.T) {
 	}
 	if !strings.HasSuffix(info, "total_checks_denied:1\r\n") {
 		t.Errorf("INFO does not end with its last field:\n%q", info)
+	}
+	// Served on goroutines: no event loop.
+	_, addr2 := startServer(t, resp.Options{Checker: sys, ConnGoroutines: true})
+	if server, err := newClient(t, addr2, 1, "").Info(ctx, "server").Result(); err != nil || !strings.Contains(server, "\r\nevent_loops:0\r\n") {
+		t.Errorf("INFO server of a server on goroutines: got %q, %v; want event_loops:0", server, err)
 	}
 	clients, err := c.Info(ctx, "clients").Result()
 	if err != nil {

@@ -93,6 +93,7 @@
 // 1, maxclients, timeout; any other name matches nothing, patterns
 // included), INFO [section...] (server, clients, stats: redis_version
 // 5.0.0, the Redis whose subset is spoken, ratelimitd_version, uptime,
+// event_loops (0 when each connection has a goroutine of its own),
 // connections, commands and checks served and denied), and AUTH. HELLO is
 // answered "ERR unknown command 'HELLO', with args beginning with: " (its
 // arguments, which may hold a password, are not repeated), as a Redis
