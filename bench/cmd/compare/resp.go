@@ -61,8 +61,8 @@ type respPlan struct {
 }
 
 func (r *runner) respSection(ctx context.Context) error {
-	x := &report.RESP{Conns: respConns, Keys: respKeys, Pipelines: respPipelines, Rounds: 3, PerRound: 2 * time.Second}
-	plan := respPlan{rounds: 3, perRound: 2 * time.Second}
+	x := &report.RESP{Conns: respConns, Keys: respKeys, Pipelines: respPipelines, Rounds: 5, PerRound: 2 * time.Second}
+	plan := respPlan{rounds: 5, perRound: 2 * time.Second}
 	if r.o.short {
 		x.Rounds, x.PerRound = 1, 0
 		plan = respPlan{rounds: 1, fixed: map[int]int{1: 2_000, 16: 16_000}}
@@ -405,6 +405,7 @@ type runAcc struct {
 	requests  int64
 	elapsed   time.Duration
 	p50, p99  []time.Duration
+	rps       []float64 // each round's
 	serverCPU float64
 	clientCPU float64
 	err       string
@@ -414,6 +415,7 @@ func (a *runAcc) add(res benchResult) {
 	a.requests += int64(res.requests)
 	a.elapsed += time.Duration(float64(res.requests) / res.rps * 1e9)
 	a.p50, a.p99 = append(a.p50, res.p50), append(a.p99, res.p99)
+	a.rps = append(a.rps, res.rps)
 	a.serverCPU += res.serverCPU
 	a.clientCPU += res.clientCPU
 }
@@ -432,5 +434,5 @@ func (a *runAcc) result(pipe int) report.RESPRun {
 		return s[len(s)/2]
 	}
 	return report.RESPRun{Pipeline: pipe, Requests: a.requests, Elapsed: a.elapsed, P50: median(a.p50), P99: median(a.p99),
-		ServerCPU: a.serverCPU, ClientCPU: a.clientCPU, Error: a.err}
+		ServerCPU: a.serverCPU, ClientCPU: a.clientCPU, RoundRPS: a.rps, Error: a.err}
 }

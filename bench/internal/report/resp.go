@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,7 +50,36 @@ type RESPRun struct {
 	P50, P99  time.Duration // redis-benchmark's, the median over the rounds
 	ServerCPU float64       // seconds, over the measured rounds
 	ClientCPU float64       // redis-benchmark's own seconds
-	Error     string
+	// RoundRPS is redis-benchmark's requests/s in each measured round, in
+	// the rounds' order: the pairs of respRatio.
+	RoundRPS []float64
+	Error    string
+}
+
+// respRatio is ours ÷ theirs in requests/s: the median over the rounds of
+// each round's ratio when both ran every round, else the ratio of the
+// totals. The runs one round compares follow one another within seconds,
+// while the speed of a shared machine drifts over minutes (the same
+// server's runs a minute apart differ by half); pairing them within a
+// round cancels the drift that the totals keep.
+func respRatio(ours, theirs *RESPRun) float64 {
+	n := len(ours.RoundRPS)
+	if n > 0 && n == len(theirs.RoundRPS) {
+		qs := make([]float64, 0, n)
+		for i, t := range theirs.RoundRPS {
+			if t > 0 {
+				qs = append(qs, ours.RoundRPS[i]/t)
+			}
+		}
+		if len(qs) == n {
+			slices.Sort(qs)
+			if n%2 == 1 {
+				return qs[n/2]
+			}
+			return (qs[n/2-1] + qs[n/2]) / 2
+		}
+	}
+	return ours.ReqPerSec() / theirs.ReqPerSec()
 }
 
 // The Redis protocol peers' roles, as RESPPeer.Short.
@@ -103,17 +133,21 @@ func (x *RESP) Peer(short string) *RESPPeer {
 	return nil
 }
 
-// fastestLua returns, at pipeline, the run of the faster Lua peer.
-func (x *RESP) fastestLua(pipeline int) (*RESPPeer, *RESPRun) {
+// hardestLua returns, at pipeline, the run of the Lua peer ours compares
+// worst against (respRatio), and that ratio.
+func (x *RESP) hardestLua(pipeline int, ours *RESPRun) (*RESPPeer, *RESPRun, float64) {
 	var bp *RESPPeer
 	var br *RESPRun
+	var bq float64
 	for _, s := range []string{ShortRESPFixedLua, ShortRESPGCRALua} {
 		p := x.Peer(s)
-		if r := p.Run(pipeline); r != nil && (br == nil || r.ReqPerSec() > br.ReqPerSec()) {
-			bp, br = p, r
+		if r := p.Run(pipeline); r != nil {
+			if q := respRatio(ours, r); br == nil || q < bq {
+				bp, br, bq = p, r, q
+			}
 		}
 	}
-	return bp, br
+	return bp, br, bq
 }
 
 // respGoals judges the issue's two goals: CL.THROTTLE at least 1.5× (at
@@ -136,7 +170,7 @@ func respGoals(x *RESP) []Goal {
 			if ours == nil || theirs == nil {
 				continue
 			}
-			q := ours.ReqPerSec() / theirs.ReqPerSec()
+			q := respRatio(ours, theirs)
 			if !any || q < worst {
 				worst = q
 			}
@@ -153,7 +187,8 @@ func respGoals(x *RESP) []Goal {
 }
 
 // respRows are the README block's rows of the section: at each pipeline,
-// CL.THROTTLE against the faster Lua limiter (the goal) and against INCR.
+// CL.THROTTLE against the Lua limiter it compares worst against (the goal)
+// and against INCR.
 func respRows(r *Report, goal func(id string) string) []readmeRow {
 	x := r.RESP
 	var rows []readmeRow
@@ -165,7 +200,7 @@ func respRows(r *Report, goal func(id string) string) []readmeRow {
 		if x != nil && x.Conns > 0 {
 			client += fmt.Sprintf(", %d connections", x.Conns)
 		}
-		what := fmt.Sprintf("Redis protocol `CL.THROTTLE`, pipelines of %d (%s), vs `redis-server` running the faster Lua limiter by `EVALSHA`", c.pipeline, client)
+		what := fmt.Sprintf("Redis protocol `CL.THROTTLE`, pipelines of %d (%s), vs `redis-server` running the Lua limiter it compares worst against, by `EVALSHA`", c.pipeline, client)
 		lua := readmeRow{what: what, goal: goal(c.goal)}
 		incr := readmeRow{what: fmt.Sprintf("Redis protocol `CL.THROTTLE`, pipelines of %d, vs `redis-server` answering plain `INCR` (the ceiling)", c.pipeline)}
 		ours := x.Peer(ShortRESPRatelimitd).Run(c.pipeline)
@@ -174,17 +209,17 @@ func respRows(r *Report, goal func(id string) string) []readmeRow {
 			rows = append(rows, lua, incr)
 			continue
 		}
-		if p, best := x.fastestLua(c.pipeline); best != nil {
+		if p, best, q := x.hardestLua(c.pipeline, ours); best != nil {
 			lua.ours = rate(ours.ReqPerSec()) + " req/s"
 			lua.base = p.Short + ": " + rate(best.ReqPerSec()) + " req/s"
-			lua.ratio = ratio(ours.ReqPerSec() / best.ReqPerSec())
+			lua.ratio = ratio(q)
 		} else {
 			lua.ours = notMeasured
 		}
 		if ceil := x.Peer(ShortRESPIncr).Run(c.pipeline); ceil != nil {
 			incr.ours = rate(ours.ReqPerSec()) + " req/s"
 			incr.base = "INCR: " + rate(ceil.ReqPerSec()) + " req/s"
-			incr.ratio = ratio(ours.ReqPerSec() / ceil.ReqPerSec())
+			incr.ratio = ratio(respRatio(ours, ceil))
 		} else {
 			incr.ours = notMeasured
 		}
@@ -220,7 +255,10 @@ func (b *md) respSection(r *Report, charts []string) {
 	} else {
 		b.p("%d round(s) of a fixed number of requests, no warm-up.", x.Rounds)
 	}
-	b.p("Latencies are redis-benchmark's own (the median over the rounds); server CPU is read from `/proc/PID/stat`.")
+	b.p("req/s are over every round; the ratios (÷ INCR, ratelimitd ÷ this, and the goals') are the median over the")
+	b.p("rounds of each round's ratio: the runs one round compares follow one another within seconds, while the")
+	b.p("speed of a shared machine drifts over minutes. Latencies are redis-benchmark's own (the median over the")
+	b.p("rounds); server CPU is read from `/proc/PID/stat`.")
 	b.p("")
 	var rows [][]string
 	for _, p := range x.Peers {
@@ -242,10 +280,10 @@ func (b *md) respSection(r *Report, charts []string) {
 			}
 			vsCeil, oursVs := "—", "—"
 			if c := x.Peer(ShortRESPIncr).Run(pipe); c != nil {
-				vsCeil = fmt.Sprintf("%.2f×", run.ReqPerSec()/c.ReqPerSec())
+				vsCeil = fmt.Sprintf("%.2f×", respRatio(run, c))
 			}
 			if o := x.Peer(ShortRESPRatelimitd).Run(pipe); o != nil && p.Short != ShortRESPRatelimitd {
-				oursVs = fmt.Sprintf("%.2f×", o.ReqPerSec()/run.ReqPerSec())
+				oursVs = fmt.Sprintf("%.2f×", respRatio(o, run))
 			}
 			per1k := func(s float64) string { return fmt.Sprintf("%.3f", s/float64(run.Requests)*1000) }
 			rows = append(rows, []string{p.Name, "`" + mdCell(p.Command) + "`", fmt.Sprint(pipe), rate(run.ReqPerSec()), vsCeil, oursVs,
