@@ -74,8 +74,8 @@ type frameConn struct {
 	sock *sockio.Socket
 
 	// lp is the event loop serving the connection, nil on the goroutine
-	// path; the fields below are the loop's (loop_linux.go), st and the
-	// rest but those under mu its own.
+	// path. The fields from fd to lingerUntil are the loop goroutine's
+	// alone (loop_linux.go), but lingering, which lingerClose uses too.
 	lp          *loop
 	fd          int // the socket's descriptor, -1 once closed
 	st          *session
@@ -235,8 +235,8 @@ const lingerPoll = 10 * time.Millisecond
 // its replies to the end, and reads away what the client still sends,
 // since closing a socket with unread input resets the connection and the
 // client loses what it has not yet received. It returns once the client
-// has acknowledged every byte sent to it (on Linux; elsewhere and over TLS
-// once it has read lingerBytes), once the client closes its side, or after
+// has acknowledged every byte sent to it (on Linux, over TLS too;
+// elsewhere once it has read lingerBytes), once the client closes its side, or after
 // lingerTime; the close follows. Past lingerBytes it reads no more: a
 // reset then costs the client nothing once it has every byte. It is
 // idempotent.
@@ -247,10 +247,14 @@ func (c *frameConn) lingerClose() {
 	}
 	c.lingering = true
 	_ = cw.CloseWrite()
+	tcp := c.nc // whose acknowledgments count
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		tcp = tc.NetConn()
+	}
 	end := time.Now().Add(lingerTime)
 	read := 0
 	for {
-		n, known := sockio.Unacked(c.nc)
+		n, known := sockio.Unacked(tcp)
 		if known && n == 0 {
 			return
 		}
