@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api/resp"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -44,26 +45,44 @@ func serve(t *testing.T, srv *resp.Server) (string, chan error) {
 	return ln.Addr().String(), done
 }
 
+// serveBlocking serves, on loops or on goroutines, a server whose checks
+// wait for bc.release, on a system of its own; it returns them with the
+// address and the channel Serve's error comes on.
+func serveBlocking(t *testing.T, goroutines bool) (*actors.System, *blockingChecker, *resp.Server, string, chan error) {
+	t.Helper()
+	sys, _ := manualSystem(t)
+	bc := &blockingChecker{Checker: sys, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	srv, err := resp.New(resp.Options{ConnGoroutines: goroutines, Checker: bc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, served := serve(t, srv)
+	return sys, bc, srv, addr, served
+}
+
+// checkInProgress dials addr and sends a CL.THROTTLE of d, returning once
+// the check has reached bc.
+func checkInProgress(t *testing.T, addr string, bc *blockingChecker) *rawConn {
+	t.Helper()
+	c := dialRaw(t, addr)
+	c.send(frame("CL.THROTTLE", "d", "1", "1", "60"))
+	<-bc.entered
+	return c
+}
+
 // TestShutdownDrains checks that Shutdown closes an idle connection at
 // once, lets a connection answer the check it is deciding, then closes
 // it, and refuses new connections; Serve returns ErrServerClosed.
 func TestShutdownDrains(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, goroutines bool) {
-		sys, _ := manualSystem(t)
-		bc := &blockingChecker{Checker: sys, entered: make(chan struct{}, 1), release: make(chan struct{})}
-		srv, err := resp.New(resp.Options{ConnGoroutines: goroutines, Checker: bc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr, served := serve(t, srv)
-		idle, busy := dialRaw(t, addr), dialRaw(t, addr)
+		_, bc, srv, addr, served := serveBlocking(t, goroutines)
+		idle := dialRaw(t, addr)
 		idle.send(frame("PING"))
 		if got := idle.mustReply(); got != "+PONG\r\n" {
 			t.Fatalf("PING: got %q", got)
 		}
-		busy.send(frame("CL.THROTTLE", "d", "1", "1", "60"))
-		<-bc.entered
+		busy := checkInProgress(t, addr, bc)
 		shut := make(chan error, 1)
 		go func() { shut <- srv.Shutdown(context.Background()) }()
 		if got, err := idle.reply(); !errors.Is(err, io.EOF) {
@@ -105,16 +124,8 @@ func TestShutdownDrains(t *testing.T) {
 func TestShutdownGivesUp(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, goroutines bool) {
-		sys, _ := manualSystem(t)
-		bc := &blockingChecker{Checker: sys, entered: make(chan struct{}, 1), release: make(chan struct{})}
-		srv, err := resp.New(resp.Options{ConnGoroutines: goroutines, Checker: bc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr, served := serve(t, srv)
-		busy := dialRaw(t, addr)
-		busy.send(frame("CL.THROTTLE", "d", "1", "1", "60"))
-		<-bc.entered
+		sys, bc, srv, addr, served := serveBlocking(t, goroutines)
+		busy := checkInProgress(t, addr, bc)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if err := srv.Shutdown(ctx); !errors.Is(err, context.Canceled) {
