@@ -40,6 +40,9 @@ const (
 	cmdCommand
 	cmdConfig
 	cmdInfo
+	cmdMulti
+	cmdExec
+	cmdDiscard
 )
 
 // lookup returns the command named name, compared ASCII case-insensitively.
@@ -85,6 +88,12 @@ func lookup(name []byte) cmdID {
 		return cmdConfig
 	case "info":
 		return cmdInfo
+	case "multi":
+		return cmdMulti
+	case "exec":
+		return cmdExec
+	case "discard":
+		return cmdDiscard
 	}
 	return cmdUnknown
 }
@@ -97,6 +106,8 @@ type session struct {
 	id     uint64
 	authed bool
 	name   string
+	// tx is the transaction MULTI began, nil outside one.
+	tx *transaction
 
 	// The read being answered: the arguments of its command being parsed
 	// (pointing into the connection's buffer), and its replies in order.
@@ -235,12 +246,19 @@ func parseFrame(frames []byte, args [][]byte) ([][]byte, []byte, error) {
 }
 
 // command answers one command, or queues it for the batch; it returns
-// false when the connection is to close (QUIT).
+// false when the connection is to close (QUIT). Inside a transaction, it
+// queues the command for EXEC instead (see transaction).
 func (s *Server) command(c *frameConn, st *session, args [][]byte) bool {
-	s.stats.commands.Add(1)
 	id := lookup(args[0])
+	if st.tx != nil && s.inTransaction(st, id, args) {
+		return true
+	}
+	s.stats.commands.Add(1)
 	switch {
 	case id == cmdUnknown:
+		if st.tx != nil {
+			st.tx.aborted = true
+		}
 		s.replyErr(st, id, ResultInvalid, unknownCommand(args))
 		return true
 	case !st.authed && !id.beforeAuth():
@@ -271,6 +289,8 @@ func (s *Server) command(c *frameConn, st *session, args [][]byte) bool {
 		// INFO counts the checks before it: decide them first.
 		s.flush(c, st)
 		s.info(st, args)
+	case cmdMulti, cmdExec, cmdDiscard:
+		s.transaction(c, st, id, args)
 	default:
 		s.connCommand(st, id, args)
 	}

@@ -124,6 +124,26 @@
 // (actors.System fails only the checks of a shard that failed). RL.REFUND, RL.REFUNDRULE, INFO and QUIT first
 // decide the checks before them, so that their effect falls in its place.
 //
+// # Transactions
+//
+// MULTI, the commands, EXEC, as redis-py's pipeline() sends a pipeline by
+// default (go-redis's TxPipelined and ioredis's multi() too): between
+// MULTI and EXEC each command is answered QUEUED and kept; EXEC runs them
+// in order and answers an array of their replies, each what the command
+// alone gets, its error for bad arguments included (nothing is rolled
+// back, as in Redis); DISCARD drops them. A command that cannot be queued
+// (an unknown one, AUTH or HELLO, an EXEC or DISCARD with arguments, one
+// past the bounds below) is answered with its error, and EXEC then
+// answers "EXECABORT Transaction discarded because of previous errors."
+// and runs nothing. MULTI inside MULTI is an error that aborts nothing;
+// QUIT answers OK and closes, running nothing; EXEC and DISCARD without
+// MULTI are errors. EXEC decides its checks as a pipeline's, in passes of
+// at most 1,000, each check exact and in order; the checks of other
+// connections may be decided between them (Redis runs a transaction
+// alone, but a rate limiter has no reads for that to protect). WATCH is
+// an unknown command: there are no keys to watch. A transaction queues at
+// most 10,000 commands and 1 MiB of their arguments.
+//
 // # Limits
 //
 // Each connection reads into a buffer of 4 KiB, grown only while it reads

@@ -200,6 +200,21 @@ func (c *rawConn) mustReply() string {
 	return r
 }
 
+// rawStep is bytes to send and the one reply they must get.
+type rawStep struct{ send, want string }
+
+// exchange sends each step in turn and fails the test at the first reply
+// that is not the step's.
+func (c *rawConn) exchange(steps ...rawStep) {
+	c.t.Helper()
+	for i, s := range steps {
+		c.send(s.send)
+		if got := c.mustReply(); got != s.want {
+			c.t.Fatalf("step %d: %q: got %q, want %q", i, s.send, got, s.want)
+		}
+	}
+}
+
 // ints is the RESP encoding of an array of integers.
 func ints(ns ...int64) string {
 	s := "*" + strconv.Itoa(len(ns)) + "\r\n"

@@ -37,6 +37,9 @@ var cmdNames = [...]string{
 	cmdCommand:    "command",
 	cmdConfig:     "config",
 	cmdInfo:       "info",
+	cmdMulti:      "multi",
+	cmdExec:       "exec",
+	cmdDiscard:    "discard",
 }
 
 // Result is what a reply says, for Observer.Command.
@@ -64,6 +67,9 @@ const (
 	ResultNoAuth Result = "noauth"
 	// ResultWrongPass is an AUTH with a wrong password.
 	ResultWrongPass Result = "wrongpass"
+	// ResultQueued is a command queued by MULTI; EXEC reports it again
+	// with the result of its reply.
+	ResultQueued Result = "queued"
 )
 
 // ConnEvent is a connection event, for Observer.Conn.
@@ -81,7 +87,7 @@ const (
 // Results returns every Result Observer.Command reports.
 func Results() []Result {
 	return []Result{ResultOK, ResultAllowed, ResultDenied, ResultShadowDenied, ResultFull,
-		ResultInvalid, ResultError, ResultNoAuth, ResultWrongPass}
+		ResultInvalid, ResultError, ResultNoAuth, ResultWrongPass, ResultQueued}
 }
 
 // ConnEvents returns every ConnEvent Observer.Conn reports.

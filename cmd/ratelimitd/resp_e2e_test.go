@@ -91,7 +91,7 @@ func cliInts(t *testing.T, out string) []int64 {
 
 // TestE2ERedisCLI: through redis-cli, the daemon answers PING,
 // CL.THROTTLE with redis-cell's replies (5 allowed from a bucket of
-// max_burst 4, then limited), its errors, RL.CHECK and RL.RULE with
+// max_burst 4, then limited), its errors, MULTI/EXEC and DISCARD, RL.CHECK and RL.RULE with
 // check_rate's semantics, and INFO; /metrics counts the commands.
 func TestE2ERedisCLI(t *testing.T) {
 	t.Parallel()
@@ -122,6 +122,16 @@ func TestE2ERedisCLI(t *testing.T) {
 		t.Errorf("bad commands: got %q, want %q", got, want)
 	}
 
+	// A transaction, as redis-py's default pipeline sends one: queued, then
+	// run in order by EXEC; a discarded one counts nothing.
+	got = redisCLI(t, addr, "MULTI\n"+strings.Repeat("CL.THROTTLE txkey 1 1 60\n", 3)+"EXEC\n"+
+		"MULTI\nCL.THROTTLE txkey2 1 1 60\nDISCARD\nCL.THROTTLE txkey2 1 1 60\n")
+	want = "OK\nQUEUED\nQUEUED\nQUEUED\n" + lines(0, 2, 1, -1, 60) + lines(0, 2, 0, -1, 120) + lines(1, 2, 0, 60, 120) +
+		"OK\nQUEUED\nOK\n" + lines(0, 2, 1, -1, 60)
+	if got != want {
+		t.Errorf("MULTI, CL.THROTTLE txkey 1 1 60 three times, EXEC; MULTI, DISCARD: got\n%s\nwant\n%s", got, want)
+	}
+
 	// A token bucket's first hit replies exactly; the rest depend on the
 	// milliseconds between the commands.
 	got = redisCLI(t, addr, strings.Repeat("RL.CHECK alice 1h 2 ALGORITHM token_bucket\n", 3))
@@ -140,9 +150,13 @@ func TestE2ERedisCLI(t *testing.T) {
 	}
 
 	for name, want := range map[string]float64{
-		`ratelimitd_redis_commands_total{command="cl.throttle",result="allowed"}`: 5,
-		`ratelimitd_redis_commands_total{command="cl.throttle",result="denied"}`:  1,
+		`ratelimitd_redis_commands_total{command="cl.throttle",result="allowed"}`: 5 + 2 + 1, // the transactions': 2 and 1
+		`ratelimitd_redis_commands_total{command="cl.throttle",result="denied"}`:  1 + 1,
 		`ratelimitd_redis_commands_total{command="cl.throttle",result="invalid"}`: 2,
+		`ratelimitd_redis_commands_total{command="cl.throttle",result="queued"}`:  3 + 1,
+		`ratelimitd_redis_commands_total{command="multi",result="ok"}`:            2,
+		`ratelimitd_redis_commands_total{command="exec",result="ok"}`:             1,
+		`ratelimitd_redis_commands_total{command="discard",result="ok"}`:          1,
 		`ratelimitd_redis_commands_total{command="rl.check",result="denied"}`:     1,
 		`ratelimitd_redis_commands_total{command="rl.rule",result="allowed"}`:     1,
 		`ratelimitd_redis_commands_total{command="unknown",result="invalid"}`:     1,
