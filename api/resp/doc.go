@@ -142,7 +142,8 @@
 // connections may be decided between them (Redis runs a transaction
 // alone, but a rate limiter has no reads for that to protect). WATCH is
 // an unknown command: there are no keys to watch. A transaction queues at
-// most 10,000 commands and 1 MiB of their arguments.
+// most 10,000 commands holding at most 1 MiB (their arguments, and 24
+// bytes for each, its slice).
 //
 // # Limits
 //

@@ -3,6 +3,7 @@ package resp
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/redcon"
 )
@@ -12,7 +13,7 @@ import (
 // transaction is the state of a connection between MULTI and EXEC.
 type transaction struct {
 	cmds    [][][]byte // the commands queued, copied out of their reads
-	bytes   int        // the bytes of their arguments
+	bytes   int        // what they hold: their arguments, argOverhead each
 	aborted bool       // a command could not be queued: EXEC runs nothing
 }
 
@@ -21,6 +22,9 @@ type transaction struct {
 const (
 	maxQueued      = 10000
 	maxQueuedBytes = 1 << 20
+	// argOverhead is what an argument holds beyond its bytes (its slice),
+	// so that a transaction of empty arguments is bounded too.
+	argOverhead = int(unsafe.Sizeof([]byte(nil)))
 	// execPass is the most commands EXEC decides in one pass.
 	execPass = 1000
 )
@@ -42,7 +46,7 @@ func (s *Server) inTransaction(st *session, id cmdID, args [][]byte) bool {
 	tx := st.tx
 	n := 0
 	for _, a := range args {
-		n += len(a)
+		n += len(a) + argOverhead
 	}
 	switch {
 	case tx.aborted:
@@ -51,11 +55,11 @@ func (s *Server) inTransaction(st *session, id cmdID, args [][]byte) bool {
 		tx.aborted = true
 		tx.cmds, tx.bytes = nil, 0
 		s.replyErr(st, id, ResultInvalid, fmt.Sprintf(
-			"ERR the transaction is too large: at most %d commands and %d bytes of arguments; EXEC will discard it",
+			"ERR the transaction is too large: at most %d commands and %d bytes queued; EXEC will discard it",
 			maxQueued, maxQueuedBytes))
 		return true
 	default:
-		buf := make([]byte, n)
+		buf := make([]byte, n-len(args)*argOverhead)
 		cmd := make([][]byte, len(args))
 		off := 0
 		for i, a := range args {

@@ -192,26 +192,34 @@ func TestTransactionPipelined(t *testing.T) {
 }
 
 // TestTransactionTooLarge: the command past 10,000 queued, or past 1 MiB
-// of queued arguments, is refused and EXEC then runs nothing.
+// queued (the arguments and 24 bytes for each), is refused and EXEC then
+// runs nothing.
 func TestTransactionTooLarge(t *testing.T) {
 	t.Parallel()
 	sys, _ := manualSystem(t)
 	_, addr := startServer(t, resp.Options{Checker: sys})
-	const tooLarge = "-ERR the transaction is too large: at most 10000 commands and 1048576 bytes of arguments; EXEC will discard it\r\n"
+	const tooLarge = "-ERR the transaction is too large: at most 10000 commands and 1048576 bytes queued; EXEC will discard it\r\n"
+	// Each transaction begins with a CL.THROTTLE (5 arguments: 20 bytes and
+	// 5 slices of 24), which the abort must not count, then repeats cmd.
+	first := frame("CL.THROTTLE", "many", "1", "10", "60")
+	const firstHolds = 20 + 5*24
 	big := strings.Repeat("x", 4000)
 	for _, tc := range []struct {
 		name string
 		cmd  string
-		fit  int // how many are queued
+		fit  int // how many of cmd are queued after the first
 	}{
-		{"commands", frame("CL.THROTTLE", "many", "1", "10", "60"), 10000},
-		{"bytes", frame("ECHO", big), (1 << 20) / (4000 + len("ECHO"))},
+		{"commands", frame("PING"), 10000 - 1},
+		// Each ECHO holds its two arguments and their two slices.
+		{"bytes", frame("ECHO", big), (1<<20 - firstHolds) / (4000 + len("ECHO") + 2*24)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialRaw(t, addr)
-			c.send(frame("MULTI") + strings.Repeat(tc.cmd, tc.fit+2) + frame("EXEC"))
-			if got := c.mustReply(); got != "+OK\r\n" {
-				t.Fatalf("MULTI: got %q", got)
+			c.send(frame("MULTI") + first + strings.Repeat(tc.cmd, tc.fit+2) + frame("EXEC"))
+			for i, want := range []string{"+OK\r\n", "+QUEUED\r\n"} {
+				if got := c.mustReply(); got != want {
+					t.Fatalf("reply %d: got %q, want %q", i, got, want)
+				}
 			}
 			for i := range tc.fit + 2 {
 				want := "+QUEUED\r\n"
