@@ -257,7 +257,7 @@ func (s *Server) command(c *frameConn, st *session, args [][]byte) bool {
 	switch {
 	case id == cmdUnknown:
 		if st.tx != nil {
-			st.tx.aborted = true
+			st.tx.abort()
 		}
 		s.replyErr(st, id, ResultInvalid, unknownCommand(args))
 		return true

@@ -17,6 +17,9 @@ type transaction struct {
 	aborted bool       // a command could not be queued: EXEC runs nothing
 }
 
+// abort makes EXEC run nothing, and lets go of what is queued.
+func (tx *transaction) abort() { tx.aborted, tx.cmds, tx.bytes = true, nil, 0 }
+
 // The most a transaction queues, so that a connection's memory stays
 // bounded: a command past either bound is refused and aborts it.
 const (
@@ -39,27 +42,27 @@ func (s *Server) inTransaction(st *session, id cmdID, args [][]byte) bool {
 		return false
 	case cmdAuth, cmdHello:
 		s.stats.commands.Add(1)
-		st.tx.aborted = true
+		st.tx.abort()
 		s.replyErr(st, id, ResultInvalid, "ERR Command not allowed inside a transaction")
 		return true
 	}
 	tx := st.tx
-	n := 0
+	size := 0
 	for _, a := range args {
-		n += len(a) + argOverhead
+		size += len(a)
 	}
+	held := size + len(args)*argOverhead
 	switch {
 	case tx.aborted:
 		// EXEC will run nothing: nothing more is kept.
-	case len(tx.cmds) >= maxQueued || tx.bytes+n > maxQueuedBytes:
-		tx.aborted = true
-		tx.cmds, tx.bytes = nil, 0
+	case len(tx.cmds) >= maxQueued || tx.bytes+held > maxQueuedBytes:
+		tx.abort()
 		s.replyErr(st, id, ResultInvalid, fmt.Sprintf(
 			"ERR the transaction is too large: at most %d commands and %d bytes queued; EXEC will discard it",
 			maxQueued, maxQueuedBytes))
 		return true
 	default:
-		buf := make([]byte, n-len(args)*argOverhead)
+		buf := make([]byte, size)
 		cmd := make([][]byte, len(args))
 		off := 0
 		for i, a := range args {
@@ -67,7 +70,7 @@ func (s *Server) inTransaction(st *session, id cmdID, args [][]byte) bool {
 			off += copy(cmd[i], a)
 		}
 		tx.cmds = append(tx.cmds, cmd)
-		tx.bytes += n
+		tx.bytes += held
 	}
 	s.reply(st, id, ResultQueued, redcon.AppendString(st.out, "QUEUED"))
 	return true
@@ -77,7 +80,7 @@ func (s *Server) inTransaction(st *session, id cmdID, args [][]byte) bool {
 func (s *Server) transaction(c *frameConn, st *session, id cmdID, args [][]byte) {
 	if len(args) != 1 {
 		if st.tx != nil {
-			st.tx.aborted = true // as Redis: a command refused inside MULTI aborts it
+			st.tx.abort() // as Redis: a command refused inside MULTI aborts it
 		}
 		s.replyErr(st, id, ResultInvalid, wrongArity(args[0]))
 		return
