@@ -25,7 +25,7 @@ type call struct {
 	hash    uint64 // idHash(req.ID), or 0 where nothing computed it (see shardIndexOf)
 	state   atomic.Int32
 	res     table.Reservation
-	n       int            // opReset: buckets deleted
+	n       int            // opReset, opResetID: buckets deleted
 	buckets []table.Bucket // opBuckets
 	err     error
 	done    chan struct{} // capacity 1; signalled once, by whoever serves the call
@@ -47,6 +47,7 @@ const (
 	opRefund            // Table.Refund
 	opReset             // Table.Reset
 	opBuckets           // Table.Buckets of req.ID
+	opResetID           // Table.ResetID of req.Namespace and req.ID
 )
 
 const (

@@ -349,3 +349,50 @@ func TestClusterCheckEachRoutesToTheOwners(t *testing.T) {
 	}
 	tc.ev.check(t)
 }
+
+// TestClusterIDOperationsReachTheOwner: Buckets, Reset and ResetID of an
+// id another member owns are forwarded to it and act there, as checks are
+// (Buckets' request did not validate on the wire: the owner refused the
+// whole batch and the stream, and the caller got "unavailable").
+func TestClusterIDOperationsReachTheOwner(t *testing.T) {
+	t.Parallel()
+	tc := newTestCluster(t)
+	a := tc.start(tc.config("a"))
+	b := tc.start(tc.config("b"))
+	tc.settle(a, b)
+	ctx := context.Background()
+	id := ownedBy(t, b, "ids-")
+	pol := table.Policy{Algorithm: table.TokenBucket, Scale: time.Hour, Limit: 10}
+	small := table.Request{ID: id, Policy: pol, Hits: 3, Namespace: "cell"}
+	large := small
+	large.Burst = 20
+	adhoc := small
+	adhoc.Namespace = ""
+	for _, r := range []table.Request{small, large, adhoc} {
+		if d, err := a.Check(ctx, r); err != nil || !d.Allowed {
+			t.Fatalf("check %+v via a: %+v, %v", r, d, err)
+		}
+	}
+	bs, err := a.Buckets(ctx, id)
+	if err != nil || len(bs) != 3 {
+		t.Fatalf("Buckets via a: %d buckets, %v; want 3", len(bs), err)
+	}
+	if n, err := a.ResetID(ctx, "cell", id); err != nil || n != 2 {
+		t.Fatalf("ResetID via a: %d, %v; want 2 deleted", n, err)
+	}
+	if n, err := a.Reset(ctx, adhoc); err != nil || n != 1 {
+		t.Fatalf("Reset via a: %d, %v; want 1 deleted", n, err)
+	}
+	for _, r := range []table.Request{small, large, adhoc} {
+		if c := countOf(t, b, r); c != 0 {
+			t.Fatalf("%+v on its owner b after the resets: count %d, want 0", r, c)
+		}
+	}
+	if bs, err := b.Buckets(ctx, id); err != nil || len(bs) != 0 {
+		t.Fatalf("Buckets on b after the resets: %+v, %v; want none", bs, err)
+	}
+	if sa, _ := a.ClusterStatus(); sa.Stats.ForwardedChecks < 6 {
+		t.Fatalf("a forwarded %d calls, want the 3 checks, Buckets, ResetID and Reset at least", sa.Stats.ForwardedChecks)
+	}
+	tc.ev.check(t)
+}

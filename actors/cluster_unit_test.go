@@ -74,10 +74,11 @@ func TestForwardWireRoundTrip(t *testing.T) {
 		{op: opCheck, vshard: 5, epoch: 77, req: table.Request{ID: "alice", Policy: pol, Hits: 3, Namespace: "api"}},
 		{op: opRefund, vshard: 0, epoch: 1, req: table.Request{ID: "bob", Policy: pol, Hits: 2, Window: 1_700_000_000_123}},
 		{op: opReset, vshard: 63, epoch: 9, req: table.Request{ID: "carol", Policy: pol}},
-		{op: opBuckets, vshard: 2, epoch: 9, req: table.Request{ID: "dave"}},
+		{op: opBuckets, vshard: 2, epoch: 9, req: idRequest("dave")},
 		{op: opAll, all: &allCall{unit: 42, reqs: []table.Request{{ID: "e", Policy: pol, Hits: 1}, {ID: "f", Policy: pol, Hits: 1}}, vshards: []int32{1, 2}, epochs: []int64{3, 4}}},
+		{op: opResetID, vshard: 11, epoch: 9, req: idRequest("erin")},
 	}
-	calls[3].req.Policy = table.Policy{Scale: time.Second}
+	calls[5].req.Namespace = "CL.THROTTLE"
 	h := fwdHeader{sender: "m-1", incarnation: 99, seq: 12345}
 	b := encodeForward(nil, h, calls)
 	gh, got, err := decodeForward(b, 64, func() *call { return &call{} })
@@ -103,6 +104,7 @@ func TestForwardWireRoundTrip(t *testing.T) {
 	got[4].all.allowed = false
 	got[4].all.decs = []table.Decision{d, {Full: true, Limit: 7, RetryAfter: time.Second}}
 	got[4].all.wins = []int64{5, 0}
+	got[5].n = 3
 	rep := encodeReply(nil, got)
 	back := make([]*call, len(calls))
 	for i, c := range calls {
@@ -117,8 +119,8 @@ func TestForwardWireRoundTrip(t *testing.T) {
 	if back[0].err != nil || back[0].res != got[0].res {
 		t.Fatalf("check: got %+v, %v", back[0].res, back[0].err)
 	}
-	if !errors.Is(back[1].err, errMoved) || back[2].n != 2 || !slices.Equal(back[3].buckets, got[3].buckets) {
-		t.Fatalf("refund %v, reset %d, buckets %+v", back[1].err, back[2].n, back[3].buckets)
+	if !errors.Is(back[1].err, errMoved) || back[2].n != 2 || !slices.Equal(back[3].buckets, got[3].buckets) || back[5].err != nil || back[5].n != 3 {
+		t.Fatalf("refund %v, reset %d, buckets %+v, reset of an id %d (%v)", back[1].err, back[2].n, back[3].buckets, back[5].n, back[5].err)
 	}
 	if a := back[4].all; a.allowed || !slices.Equal(a.decs, got[4].all.decs) || !slices.Equal(a.wins, []int64{5, 0}) {
 		t.Fatalf("unit: got %+v", a)

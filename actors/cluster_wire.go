@@ -10,7 +10,7 @@
 //	         else vshard(u) epoch(u) request
 //	request  id(str) algorithm(1) scale_ms(u) limit(u) burst(u) hits(u) namespace(str) window(u)
 //	reply    1 n(u) n×(status(1) [result, if status is ok])
-//	result   opCheck: decision window(u); opRefund: decision; opReset: n(u);
+//	result   opCheck: decision window(u); opRefund: decision; opReset, opResetID: n(u);
 //	         opBuckets: m(u) m×bucket; opAll: allowed(1) m(u) m×(decision window(u))
 //	decision flags(1: allowed 1, full 2) count(v) limit(u) remaining(u) reset_ns(u) retry_ns(u)
 //	bucket   id(str) namespace(str) algorithm(1) scale_ms(u) limit(u) burst(u) window(v)
@@ -333,7 +333,7 @@ func decodeForward(b []byte, vshards int, get func() *call) (fwdHeader, []*call,
 		calls = append(calls, c)
 		c.op = op(r.byte("op"))
 		switch c.op {
-		case opCheck, opRefund, opReset, opBuckets:
+		case opCheck, opRefund, opReset, opBuckets, opResetID:
 			c.vshard = int32(r.uvarint("vshard", int64(vshards-1)))
 			c.epoch = r.uvarint("epoch", 1<<62)
 			r.request(&c.req)
@@ -376,7 +376,7 @@ func encodeReply(b []byte, calls []*call) []byte {
 			w.uvarint(c.res.Window)
 		case opRefund:
 			w.decision(&c.res.Decision)
-		case opReset:
+		case opReset, opResetID:
 			w.uvarint(int64(c.n))
 		case opBuckets:
 			w.uvarint(int64(len(c.buckets)))
@@ -457,7 +457,7 @@ func decodeReply(b []byte, calls []*call, member string) error {
 			c.res.Window = r.uvarint("window", 1<<62)
 		case opRefund:
 			r.decision(&c.res.Decision)
-		case opReset:
+		case opReset, opResetID:
 			c.n = int(r.uvarint("deleted", 1<<20))
 		case opBuckets:
 			m := r.count("buckets", 16)

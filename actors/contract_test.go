@@ -76,6 +76,8 @@ func TestSystemRefusesIDsNotUTF8(t *testing.T) {
 	want("Refund", err, "id")
 	_, err = sys.Reset(ctx, bad)
 	want("Reset", err, "id")
+	_, err = sys.ResetID(ctx, "", bad.ID)
+	want("ResetID", err, "id")
 	if d, err := sys.Check(ctx, ok); err != nil || d.Count != 1 {
 		t.Errorf("the valid request after them: got %+v, %v, want count 1: the batch counted nothing", d, err)
 	}

@@ -271,6 +271,13 @@ func replayUnjournaled(t *table.Table, ops []loggedOp) {
 		case opReset:
 			t.Reset(o.req, o.now)
 			delete(credit, key)
+		case opResetID:
+			t.ResetID(o.req.Namespace, o.req.ID, o.now)
+			for k := range credit {
+				if k.ID == o.req.ID && k.Namespace == o.req.Namespace {
+					delete(credit, k)
+				}
+			}
 		}
 	}
 }

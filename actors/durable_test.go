@@ -58,6 +58,28 @@ func TestCountsSurviveARestart(t *testing.T) {
 	}
 }
 
+// TestResetIDSurvivesARestart: the buckets ResetID deleted stay deleted
+// across a restart, and the id's others keep their counts.
+func TestResetIDSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Shards: 2, DataDir: t.TempDir()}
+	s := startSystem(t, cfg)
+	cell := table.Request{ID: "carl", Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Hour, Limit: 5}, Hits: 5, Namespace: "cell"}
+	mustCheck(t, s, cell)
+	mustCheck(t, s, hit("carl", 10))
+	if n, err := s.ResetID(context.Background(), "cell", "carl"); err != nil || n != 1 {
+		t.Fatalf("ResetID: %d, %v; want 1", n, err)
+	}
+	s = restart(t, s, cfg)
+	cell.Hits = 0
+	if d := mustCheck(t, s, cell); d.Count != 0 || d.Remaining != 5 {
+		t.Fatalf("the reset bucket after the restart: %+v, want empty (5 remaining)", d)
+	}
+	if d := mustCheck(t, s, hit("carl", 10)); d.Count != 2 {
+		t.Fatalf("the id's ad-hoc bucket after the restart: %+v, want count 2", d)
+	}
+}
+
 // TestDeniedStaysDenied: a bucket at its limit is still at its limit after
 // a restart; the restart hands out no fresh budget.
 func TestDeniedStaysDenied(t *testing.T) {

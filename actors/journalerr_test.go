@@ -299,6 +299,30 @@ func TestReplayUnjournaled(t *testing.T) {
 	}
 }
 
+// TestReplayUnjournaledResetID: a ResetID made on the temporary table
+// deletes, on the table rebuilt from the journal, the buckets it holds of
+// that id in that namespace, and only those.
+func TestReplayUnjournaledResetID(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%3_600_000)
+	tb := table.New(table.Config{TrackChanges: true})
+	cell := hit("k", 5)
+	cell.Namespace, cell.Hits = "cell", 4
+	tb.Apply(cell, now)        // journaled
+	tb.Apply(hit("k", 5), now) // the same id, ad hoc: journaled
+	cell.Hits = 1
+	replayUnjournaled(tb, []loggedOp{
+		{opResetID, table.Request{ID: "k", Namespace: "cell"}, now},
+		{opCheck, cell, now},
+	})
+	if b, ok := tb.Get(cell, now); !ok || b.Count != 1 {
+		t.Errorf("the namespace's bucket after the replay: %+v (found %v), want count 1", b, ok)
+	}
+	if b, ok := tb.Get(hit("k", 5), now); !ok || b.Count != 1 {
+		t.Errorf("the ad-hoc bucket after the replay: %+v (found %v), want count 1, untouched", b, ok)
+	}
+}
+
 // TestUnjournaledIsBounded: a shard without a journal keeps at most
 // maxUnjournaled changes to replay, counts the rest, and skips what
 // changes nothing.

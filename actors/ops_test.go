@@ -43,6 +43,20 @@ func TestRefundResetBuckets(t *testing.T) {
 	if _, err := s.Buckets(ctx, ""); !errors.Is(err, table.ErrInvalid) {
 		t.Fatalf("Buckets(\"\"): got %v, want ErrInvalid", err)
 	}
+	// ResetID: each limit of the id in one namespace, no other.
+	cell := table.Request{ID: "dora", Policy: table.Policy{Scale: time.Minute, Limit: 9, Algorithm: table.TokenBucket}, Hits: 2, Namespace: "cell"}
+	mustCheck(t, s, cell)
+	cell.Burst = 20
+	mustCheck(t, s, cell)
+	if n, err := s.ResetID(ctx, "cell", "dora"); err != nil || n != 2 {
+		t.Fatalf("ResetID: got %d, %v; want 2", n, err)
+	}
+	if bs, _ := s.Buckets(ctx, "dora"); len(bs) != 1 || bs[0].Namespace != "" {
+		t.Fatalf("after ResetID: %+v, want the ad-hoc token bucket alone", bs)
+	}
+	if _, err := s.ResetID(ctx, "cell", ""); !errors.Is(err, table.ErrInvalid) {
+		t.Fatalf("ResetID of \"\": got %v, want ErrInvalid", err)
+	}
 }
 
 // TestCheckAllIsAllOrNothing: a multi-limit check consumes nothing unless

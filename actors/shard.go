@@ -270,6 +270,8 @@ func (sh *shard) serve(cfg *Config, batch []*call) (crash any) {
 			k.n = t.Reset(k.req, now)
 		case opBuckets:
 			k.buckets = t.Buckets(k.req.ID, now)
+		case opResetID:
+			k.n = t.ResetID(k.req.Namespace, k.req.ID, now)
 		}
 		if sh.broken != nil {
 			sh.keepUnjournaled(k, now)

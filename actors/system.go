@@ -464,10 +464,26 @@ func (s *System) Refund(ctx context.Context, req table.Request) (table.Decision,
 // afresh, and returns how many it deleted. req.Hits is ignored.
 func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
 	req.Hits = 0
+	return s.delete(ctx, opReset, req)
+}
+
+// ResetID deletes every bucket of id in namespace (ns "" is the ad-hoc
+// limits'), under each limit of that namespace, so that id's next hit there
+// starts afresh, and returns how many it deleted: what a Redis client's DEL
+// of a CL.THROTTLE key asks, whose limit is in the command, not the key.
+func (s *System) ResetID(ctx context.Context, namespace, id string) (int, error) {
+	req := idRequest(id)
+	req.Namespace = namespace
+	return s.delete(ctx, opResetID, req)
+}
+
+// delete makes o, an operation that deletes buckets, of req and returns how
+// many it deleted.
+func (s *System) delete(ctx context.Context, o op, req table.Request) (int, error) {
 	if err := req.Validate(); err != nil {
 		return 0, err
 	}
-	c, err := s.call(ctx, opReset, req)
+	c, err := s.call(ctx, o, req)
 	if err != nil {
 		return 0, err
 	}
@@ -476,13 +492,20 @@ func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
 	return n, nil
 }
 
+// idRequest is the request of an operation on every limit of id (Buckets,
+// ResetID): its policy is none of them, only one that validates, as a
+// forwarded request must.
+func idRequest(id string) table.Request {
+	return table.Request{ID: id, Policy: table.Policy{Scale: time.Second}}
+}
+
 // Buckets returns every bucket of id, under every limit, as its shard
 // holds them now.
 func (s *System) Buckets(ctx context.Context, id string) ([]table.Bucket, error) {
 	if id == "" || len(id) > table.MaxIDLen {
 		return nil, &table.FieldError{Field: "id", Message: fmt.Sprintf("must be 1 to %d bytes", table.MaxIDLen)}
 	}
-	c, err := s.call(ctx, opBuckets, table.Request{ID: id})
+	c, err := s.call(ctx, opBuckets, idRequest(id))
 	if err != nil {
 		return nil, err
 	}

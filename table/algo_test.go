@@ -540,3 +540,56 @@ func heapAfterGC() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// TestResetID: every bucket of an id in one namespace goes, under each of
+// that namespace's limits and windows; the id elsewhere, and other ids,
+// keep theirs, and the journal replays the deletes.
+func TestResetID(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	const ns = "cell"
+	small := Request{ID: "k", Policy: Policy{Algorithm: TokenBucket, Scale: time.Second, Limit: 1, Burst: 2}, Hits: 2, Namespace: ns}
+	large := small
+	large.Burst = 5 // another size: another group of the namespace
+	sliding := Request{ID: "k", Policy: Policy{Algorithm: SlidingWindow, Scale: time.Second, Limit: 10}, Hits: 4, Namespace: ns}
+	otherNS := small
+	otherNS.Namespace = "elsewhere"
+	adhoc := small
+	adhoc.Namespace = ""
+	otherID := small
+	otherID.ID = "k2"
+	for _, r := range []Request{small, large, otherNS, adhoc, otherID} {
+		if d := tb.Apply(r, at(100)); !d.Allowed {
+			t.Fatalf("%+v: denied at first", r)
+		}
+	}
+	tb.Apply(sliding, at(100))  // window 0
+	tb.Apply(sliding, at(1100)) // window 1: two buckets of this limit
+	if d := tb.Apply(small, at(1100)); d.Allowed {
+		t.Fatalf("before ResetID: %+v, want the bucket of 2 still empty", d)
+	}
+	if n := tb.ResetID(ns, "k", at(1100)); n != 4 {
+		t.Fatalf("ResetID deleted %d buckets, want 4 (two token buckets, two sliding windows)", n)
+	}
+	if n := tb.ResetID(ns, "k", at(1100)); n != 0 {
+		t.Fatalf("ResetID again deleted %d, want 0", n)
+	}
+	for _, r := range []Request{small, large, sliding} {
+		if b, ok := tb.Get(r, at(1100)); ok {
+			t.Fatalf("%+v: still has %+v after ResetID", r.Policy, b)
+		}
+	}
+	if d := tb.Apply(small, at(1100)); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("after ResetID: %+v, want a fresh bucket of 2 allowed 2", d)
+	}
+	for _, r := range []Request{otherNS, adhoc, otherID} {
+		if b, ok := tb.Get(r, at(1100)); !ok || b.Count == 0 {
+			t.Fatalf("ResetID touched %q in namespace %q: %+v, %v", r.ID, r.Namespace, b, ok)
+		}
+	}
+	fresh := New(Config{})
+	restoreAll(t, fresh, collect(t, tb.Changes), at(1100))
+	if got, want := fmt.Sprint(snapshotOf(fresh, at(1100))), fmt.Sprint(snapshotOf(tb, at(1100))); got != want {
+		t.Fatalf("replayed:\n%s\nwant\n%s", got, want)
+	}
+}

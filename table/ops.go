@@ -93,6 +93,34 @@ func (t *Table) Reset(req Request, now time.Time) int {
 	return deleted
 }
 
+// ResetID deletes every bucket of id in namespace ns, under every limit
+// of that namespace (each algorithm, scale and size), so that id's next hit
+// there starts afresh, and returns how many it deleted. It looks at the
+// windows Buckets reports; an older bucket is expired already and changes
+// no decision. Buckets of id in other namespaces, ad-hoc ones included
+// (ns ""), are untouched.
+func (t *Table) ResetID(ns, id string, now time.Time) int {
+	_, ms := t.advance(now)
+	h := t.hashID(id)
+	deleted := 0
+	for _, g := range t.byID {
+		if g == nil || g.key.ns != ns {
+			continue
+		}
+		b := floorDiv(ms, g.key.widthMs)
+		for w := b - g.key.span(); w <= b; w++ {
+			if it, ok := t.find(g, w, h, id); ok {
+				t.logDelete(g, it)
+				deleted++
+				if t.remove(g, it) {
+					break // the group is gone
+				}
+			}
+		}
+	}
+	return deleted
+}
+
 // Bucket is the state of one bucket, as Buckets reports it.
 type Bucket struct {
 	ID        string
