@@ -43,6 +43,8 @@ const (
 	cmdMulti
 	cmdExec
 	cmdDiscard
+	cmdDel
+	cmdUnlink
 )
 
 // lookup returns the command named name, compared ASCII case-insensitively.
@@ -94,6 +96,10 @@ func lookup(name []byte) cmdID {
 		return cmdExec
 	case "discard":
 		return cmdDiscard
+	case "del":
+		return cmdDel
+	case "unlink":
+		return cmdUnlink
 	}
 	return cmdUnknown
 }
@@ -282,6 +288,8 @@ func (s *Server) command(c *frameConn, st *session, args [][]byte) bool {
 		s.queue(st, check{cmd: id, nat: nat})
 	case cmdRefund, cmdRefundRule:
 		s.refund(c, st, id, args)
+	case cmdDel, cmdUnlink:
+		s.del(c, st, id, args)
 	case cmdQuit:
 		s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
 		return false
@@ -468,6 +476,41 @@ func (s *Server) refund(c *frameConn, st *session, id cmdID, args [][]byte) {
 	}
 	r := nat.reply(d)
 	s.reply(st, id, ResultOK, appendInts(st.out, r[:]))
+}
+
+// del answers DEL and UNLINK key [key ...] after the checks before them:
+// it deletes each key's CL.THROTTLE buckets, one key after another, and
+// replies how many of the keys had any, as Redis counts the keys it
+// deletes. The keys are validated first: a bad one deletes nothing.
+func (s *Server) del(c *frameConn, st *session, id cmdID, args [][]byte) {
+	if len(args) < 2 {
+		s.replyErr(st, id, ResultInvalid, wrongArity(args[0]))
+		return
+	}
+	if s.resetter == nil {
+		s.replyErr(st, id, ResultError, "ERR "+lowerASCII(args[0])+": this rate limiter cannot delete keys")
+		return
+	}
+	for _, k := range args[1:] {
+		if msg := keyErr(k); msg != "" {
+			s.replyErr(st, id, ResultInvalid, msg)
+			return
+		}
+	}
+	s.flush(c, st)
+	var n int64
+	for _, k := range args[1:] {
+		deleted, err := s.resetter.ResetID(s.ctx, throttleNamespace, string(k))
+		if err != nil {
+			msg, res := s.failure(cmdNames[id], err)
+			s.replyErr(st, id, res, msg)
+			return
+		}
+		if deleted > 0 {
+			n++
+		}
+	}
+	s.reply(st, id, ResultOK, redcon.AppendInt(st.out, n))
 }
 
 // connCommand answers the commands clients send on connect.

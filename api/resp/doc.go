@@ -57,6 +57,22 @@
 // the refill time exceeds the period, the same refill time); redis-cell
 // keeps one state per key whatever the parameters.
 //
+// # DEL
+//
+//	DEL key [key ...]
+//	UNLINK key [key ...]
+//
+// delete each key's CL.THROTTLE state, under every max_burst, count and
+// period it was throttled with (IDResetter.ResetID of the namespace
+// "CL.THROTTLE"), so that the key's next request starts from a full
+// bucket, and reply with how many of the keys had any, as Redis counts
+// the keys it deletes. They decide the checks before them first, so that
+// the delete falls in its place, and delete one key after another. The
+// keys are validated first, by CL.THROTTLE's rules for a key ("ERR key:
+// RULE"): a bad one deletes nothing. RL.* ids are not keys: DEL leaves
+// them alone. With a Checker that is no IDResetter, both are answered
+// "ERR del: this rate limiter cannot delete keys".
+//
 // # Native commands
 //
 //	RL.CHECK id scale limit [HITS n] [ALGORITHM a] [BURST b]
@@ -121,8 +137,9 @@
 // is written in order, in one flush. A malformed check is answered in its
 // place, outside the batch; a check the Checker fails is answered with its
 // error in its place, and the others of the batch with their decisions
-// (actors.System fails only the checks of a shard that failed). RL.REFUND, RL.REFUNDRULE, INFO and QUIT first
-// decide the checks before them, so that their effect falls in its place.
+// (actors.System fails only the checks of a shard that failed). RL.REFUND, RL.REFUNDRULE, DEL,
+// UNLINK, INFO and QUIT first decide the checks before them, so that their
+// effect falls in its place.
 //
 // # Transactions
 //

@@ -40,6 +40,8 @@ var cmdNames = [...]string{
 	cmdMulti:      "multi",
 	cmdExec:       "exec",
 	cmdDiscard:    "discard",
+	cmdDel:        "del",
+	cmdUnlink:     "unlink",
 }
 
 // Result is what a reply says, for Observer.Command.

@@ -48,6 +48,13 @@ type EachChecker interface {
 	CheckEach(ctx context.Context, reqs []table.Request, decs []table.Decision) error
 }
 
+// IDResetter is a Checker that deletes every bucket of an id in a
+// namespace, under each limit of it, and returns how many it deleted:
+// DEL and UNLINK need it. *actors.System is one.
+type IDResetter interface {
+	ResetID(ctx context.Context, namespace, id string) (int, error)
+}
+
 // Defaults of the Options limits.
 const (
 	DefaultMaxConns     = 10000
@@ -62,7 +69,8 @@ const (
 // Options configures New. Only Checker is required; zero limits mean the
 // documented defaults.
 type Options struct {
-	// Checker decides the checks; required.
+	// Checker decides the checks; required. One that is an IDResetter also
+	// serves DEL and UNLINK.
 	Checker Checker
 	// Rules holds the named rules of RL.RULE and RL.REFUNDRULE. Nil means
 	// none: those commands are answered "ERR rule: no rules are
@@ -178,10 +186,12 @@ type Server struct {
 	opts    Options
 	checker Checker
 	each    EachChecker // checker, if it is one
-	obs     Observer
-	log     *slog.Logger
-	pwHash  [sha256.Size]byte // of Options.Password
-	started time.Time
+	// resetter is checker, if it is one.
+	resetter IDResetter
+	obs      Observer
+	log      *slog.Logger
+	pwHash   [sha256.Size]byte // of Options.Password
+	started  time.Time
 
 	// ctx is the context of the checks, canceled when Shutdown gives up
 	// waiting or Close is called.
@@ -239,6 +249,7 @@ func New(opts Options) (*Server, error) {
 		refusing: make(chan struct{}, maxTLSRefusals),
 	}
 	s.each, _ = o.Checker.(EachChecker)
+	s.resetter, _ = o.Checker.(IDResetter)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -71,13 +71,8 @@ func parseThrottle(args [][]byte) (throttle, string) {
 		return throttle{}, "ERR quantity: must not be negative"
 	}
 	key := args[1]
-	switch {
-	case len(key) == 0:
-		return throttle{}, "ERR key: must not be empty"
-	case len(key) > table.MaxIDLen:
-		return throttle{}, "ERR key: must be at most " + strconv.Itoa(table.MaxIDLen) + " bytes"
-	case !utf8.Valid(key):
-		return throttle{}, "ERR key: must be valid UTF-8"
+	if msg := keyErr(key); msg != "" {
+		return throttle{}, msg
 	}
 	scale := time.Duration(period) * time.Second
 	em := ceilDivInt(int64(scale), count)
@@ -152,4 +147,18 @@ func cellSeconds(d time.Duration) int64 {
 		s++
 	}
 	return s
+}
+
+// keyErr returns the error reply to a key that cannot be a CL.THROTTLE
+// key, "" to one that can.
+func keyErr(key []byte) string {
+	switch {
+	case len(key) == 0:
+		return "ERR key: must not be empty"
+	case len(key) > table.MaxIDLen:
+		return "ERR key: must be at most " + strconv.Itoa(table.MaxIDLen) + " bytes"
+	case !utf8.Valid(key):
+		return "ERR key: must be valid UTF-8"
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ import (
 // CL.THROTTLE through either member's listener is exact across the
 // cluster: of 6 requests per key, alternating between the two members,
 // exactly max_burst+1 are allowed, the checks of the keys the other
-// member owns forwarded to it.
+// member owns forwarded to it. A DEL through either member deletes the key
+// at its owner.
 func TestE2EClusterRedis(t *testing.T) {
 	etcd := actorstest.StartEtcd(t)
 	ms := startMembers(t, etcd, 2, "--redis-listen", "127.0.0.1:0")
@@ -58,5 +60,16 @@ func TestE2EClusterRedis(t *testing.T) {
 	}
 	if forwarded == 0 || forwarded >= keys*tries {
 		t.Errorf("%d checks forwarded; want some of the %d (those a member does not own), not all", forwarded, keys*tries)
+	}
+	// DEL through either member deletes the key at its owner: the next hit,
+	// through the other member, is a first hit.
+	for k := range keys {
+		key := "cluster-redis-" + strconv.Itoa(k)
+		if n, err := clients[k%2].Del(ctx, key).Result(); err != nil || n != 1 {
+			t.Errorf("DEL %s on %s: %d, %v; want 1", key, ms[k%2].label, n, err)
+		}
+		if v, err := clients[(k+1)%2].Do(ctx, "CL.THROTTLE", key, maxBurst, 1, 60).Int64Slice(); err != nil || !slices.Equal(v, []int64{0, maxBurst + 1, maxBurst, -1, 60}) {
+			t.Errorf("%s after DEL, on %s: %v, %v; want a first hit", key, ms[(k+1)%2].label, v, err)
+		}
 	}
 }

@@ -221,7 +221,8 @@ func TestE2ERedisAuth(t *testing.T) {
 }
 
 // TestE2ERedisKillKeepsCounts: CL.THROTTLE and RL.CHECK counts survive
-// SIGKILL and a restart on the same data directory.
+// SIGKILL and a restart on the same data directory, and so does a key's
+// DEL.
 func TestE2ERedisKillKeepsCounts(t *testing.T) {
 	t.Parallel()
 	needRedisCLI(t)
@@ -229,16 +230,21 @@ func TestE2ERedisKillKeepsCounts(t *testing.T) {
 	flags := []string{"--data-dir", dir, "--redis-listen", "127.0.0.1:0"}
 	d := startDaemon(t, flags...)
 	addr := d.redisAddr(t)
-	got := cliInts(t, redisCLI(t, addr, strings.Repeat("CL.THROTTLE k 4 1 3600\n", 3)+strings.Repeat("RL.CHECK bob 1h 10\n", 2)))
-	if len(got) != 27 || got[2] != 4 || got[7] != 3 || got[12] != 2 || got[16] != 1 || got[22] != 2 {
-		t.Fatalf("before SIGKILL: got %v, want remaining 4, 3, 2 and bob's counts 1, 2", got)
+	got := cliInts(t, redisCLI(t, addr, strings.Repeat("CL.THROTTLE k 4 1 3600\n", 3)+strings.Repeat("RL.CHECK bob 1h 10\n", 2)+
+		"CL.THROTTLE gone 0 1 3600\nDEL gone nothere\n"))
+	if len(got) != 33 || got[2] != 4 || got[7] != 3 || got[12] != 2 || got[16] != 1 || got[22] != 2 ||
+		!slices.Equal(got[27:], []int64{0, 1, 0, -1, 3600, 1}) {
+		t.Fatalf("before SIGKILL: got %v, want remaining 4, 3, 2, bob's counts 1, 2, gone's one hit and DEL's 1", got)
+	}
+	if v, found := d.metric(t, `ratelimitd_redis_commands_total{command="del",result="ok"}`); !found || v != 1 {
+		t.Errorf("DEL counted %v (found %v), want 1", v, found)
 	}
 	d.kill()
 	d = startDaemon(t, flags...)
 	addr = d.redisAddr(t)
-	got = cliInts(t, redisCLI(t, addr, "CL.THROTTLE k 4 1 3600\nRL.CHECK bob 1h 10 HITS 0\n"))
-	if len(got) != 11 || !slices.Equal(got[:3], []int64{0, 5, 1}) || got[5] != 1 || got[6] != 2 {
-		t.Fatalf("after SIGKILL and a restart: got %v, want k's fourth hit (remaining 1) and bob's count 2", got)
+	got = cliInts(t, redisCLI(t, addr, "CL.THROTTLE k 4 1 3600\nRL.CHECK bob 1h 10 HITS 0\nCL.THROTTLE gone 0 1 3600\n"))
+	if len(got) != 16 || !slices.Equal(got[:3], []int64{0, 5, 1}) || got[5] != 1 || got[6] != 2 || !slices.Equal(got[11:], []int64{0, 1, 0, -1, 3600}) {
+		t.Fatalf("after SIGKILL and a restart: got %v, want k's fourth hit (remaining 1), bob's count 2 and a first hit of the deleted key gone", got)
 	}
 }
 
