@@ -10,6 +10,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -115,6 +116,26 @@ func (m *clusterMember) status(t *testing.T) (st memberStatus, ok bool) {
 		t.Fatalf("%s: GET /cluster: %v", m.label, err)
 	}
 	return st, true
+}
+
+// adminGet reads GET path of m's admin API, which must answer 200, into v.
+func (m *clusterMember) adminGet(t *testing.T, path string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, m.admin+path, nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s: GET %s: %v", m.label, path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: GET %s: %d %s", m.label, path, resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("%s: GET %s: %v in %s", m.label, path, err, body)
+	}
 }
 
 // settled reports whether ms agree: each lists exactly ms as members, each

@@ -19,8 +19,8 @@ import (
 // CL.THROTTLE through either member's listener is exact across the
 // cluster: of 6 requests per key, alternating between the two members,
 // exactly max_burst+1 are allowed, the checks of the keys the other
-// member owns forwarded to it. A DEL through either member deletes the key
-// at its owner.
+// member owns forwarded to it. The admin API's GET /buckets and a DEL
+// through either member act at the key's owner.
 func TestE2EClusterRedis(t *testing.T) {
 	etcd := actorstest.StartEtcd(t)
 	ms := startMembers(t, etcd, 2, "--redis-listen", "127.0.0.1:0")
@@ -60,6 +60,21 @@ func TestE2EClusterRedis(t *testing.T) {
 	}
 	if forwarded == 0 || forwarded >= keys*tries {
 		t.Errorf("%d checks forwarded; want some of the %d (those a member does not own), not all", forwarded, keys*tries)
+	}
+	// The admin API's GET /buckets of a key through either member reads it
+	// at its owner: the one bucket, at the count its 6 tries left.
+	for _, m := range ms {
+		var got struct {
+			Buckets []struct {
+				Rule      string `json:"rule"`
+				Algorithm string `json:"algorithm"`
+				Count     int64  `json:"count"`
+			} `json:"buckets"`
+		}
+		m.adminGet(t, "/buckets?id=cluster-redis-0", &got)
+		if len(got.Buckets) != 1 || got.Buckets[0].Rule != "CL.THROTTLE" || got.Buckets[0].Algorithm != "token_bucket" || got.Buckets[0].Count != maxBurst+1 {
+			t.Errorf("%s: GET /buckets?id=cluster-redis-0: %+v, want its one CL.THROTTLE token bucket at count %d", m.label, got.Buckets, maxBurst+1)
+		}
 	}
 	// DEL through either member deletes the key at its owner: the next hit,
 	// through the other member, is a first hit.
