@@ -668,11 +668,14 @@ func (cl *cluster) serveForwarded(h fwdHeader, calls []*call) {
 	// The calls by shard, in one slice: sorted by shard, stably.
 	byShard := make([]*call, 0, len(calls))
 	for _, c := range calls {
-		if c.op == opAll {
+		switch {
+		case c.err != nil:
+			// Refused as it was decoded (invalid): answered with its error.
+		case c.op == opAll:
 			cl.serveUnit(h, c)
-			continue
+		default:
+			byShard = append(byShard, c)
 		}
-		byShard = append(byShard, c)
 	}
 	nsh := int32(len(s.shards))
 	slices.SortStableFunc(byShard, func(a, b *call) int { return int(a.vshard%nsh) - int(b.vshard%nsh) })

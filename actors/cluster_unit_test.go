@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,12 +154,57 @@ func TestForwardWireRefusesDamage(t *testing.T) {
 		{"cut", b[:len(b)-1]},
 		{"trailing", append(slices.Clone(b), 0)},
 		{"vshard out of range", encodeForward(nil, fwdHeader{}, []*call{{op: opCheck, vshard: 64, req: req}})},
-		{"invalid request", encodeForward(nil, fwdHeader{}, []*call{{op: opCheck, req: table.Request{ID: "x"}}})},
 		{"huge count", []byte{wireVersion, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f}},
 	} {
 		if _, _, err := decodeForward(tc.b, 64, func() *call { return &call{} }); !errors.Is(err, errBadWire) {
 			t.Errorf("%s: got %v, want errBadWire", tc.name, err)
 		}
+	}
+}
+
+// TestForwardInvalidRequestAnsweredAlone: a well-formed request the owner
+// finds invalid (of another version's rules, or a sender's bug) is answered
+// invalid, its CheckAll unit with it, and the batch's other calls are
+// decided: the message is not refused, which ended the stream and failed
+// every call in flight on it (a Buckets call did so until it sent a policy).
+func TestForwardInvalidRequestAnsweredAlone(t *testing.T) {
+	t.Parallel()
+	_, cl := loneMember(t, ClusterConfig{Etcd: []string{"http://127.0.0.1:1"}})
+	good := table.Request{ID: "alice", Policy: table.Policy{Scale: time.Second, Limit: 5}, Hits: 1}
+	bad := table.Request{ID: "bob"} // no policy
+	calls := []*call{
+		{op: opCheck, vshard: 3, epoch: 1, req: bad},
+		{op: opCheck, vshard: 3, epoch: 1, req: good},
+		{op: opAll, all: &allCall{unit: 1, reqs: []table.Request{good, bad}, vshards: []int32{1, 2}, epochs: []int64{1, 1}}},
+	}
+	_, got, err := decodeForward(encodeForward(nil, fwdHeader{sender: "a", seq: 1}, calls), cl.n, func() *call { return &call{} })
+	if err != nil || len(got) != 3 || !errors.Is(got[0].err, table.ErrInvalid) || got[1].err != nil || !errors.Is(got[2].err, table.ErrInvalid) {
+		t.Fatalf("decode: %v, calls %+v", err, got)
+	}
+	sh := cl.shardOf(3)
+	sh.mu.Lock()
+	cl.vs[3] = vshard{state: vsActive, epoch: 1, since: time.Now()} // served here
+	sh.mu.Unlock()
+	rep, err := cl.decideBatch(encodeForward(nil, fwdHeader{sender: "a", incarnation: 1, seq: 2}, calls))
+	if err != nil {
+		t.Fatalf("decideBatch refused the batch: %v", err)
+	}
+	back := []*call{{op: opCheck}, {op: opCheck}, {op: opAll, all: &allCall{reqs: make([]table.Request, 2)}}}
+	seq, n := binary.Uvarint(rep) // the reply follows its batch's seq
+	if seq != 2 {
+		t.Fatalf("reply to seq %d, want 2", seq)
+	}
+	if err := decodeReply(rep[n:], back, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(back[0].err, table.ErrInvalid) || errors.Is(back[0].err, ErrUnavailable) || !strings.Contains(back[0].err.Error(), "member b, the owner, refused") {
+		t.Errorf("the invalid check: %v, want ErrInvalid from b", back[0].err)
+	}
+	if d := back[1].res.Decision; back[1].err != nil || !d.Allowed || d.Count != 1 {
+		t.Errorf("the valid check beside it: %+v, %v; want decided, allowed at count 1", d, back[1].err)
+	}
+	if !errors.Is(back[2].err, table.ErrInvalid) {
+		t.Errorf("the unit holding the invalid check: %v, want ErrInvalid", back[2].err)
 	}
 }
 
@@ -170,7 +217,12 @@ func FuzzDecodeForward(f *testing.F) {
 		_, calls, err := decodeForward(b, 64, func() *call { return &call{} })
 		if err == nil {
 			for _, c := range calls {
-				if c.op != opAll && (c.vshard < 0 || c.vshard >= 64 || c.req.Validate() != nil) {
+				switch {
+				case c.err != nil:
+					if !errors.Is(c.err, table.ErrInvalid) {
+						t.Fatalf("refused %+v with %v, want ErrInvalid", c, c.err)
+					}
+				case c.op != opAll && (c.vshard < 0 || c.vshard >= 64 || c.req.Validate() != nil):
 					t.Fatalf("accepted %+v", c)
 				}
 			}

@@ -3,7 +3,10 @@
 // message starts with a version byte; integers are varints; a string is
 // its length (uvarint) and its bytes. Decoding checks every length and
 // range and reports the first fault (wireReader), so a damaged or hostile
-// message is refused, never trusted.
+// message is refused, never trusted. A well-formed request that is not
+// valid here (table.Request.Validate) refuses only its own item, answered
+// stInvalid: the members disagree on the rules (another version), and the
+// batch's other calls are decided.
 //
 //	forward  1 sender(str) incarnation(u) seq(u) n(u) n×item
 //	item     op(1) then, for opAll, unit(u) m(u) m×(vshard(u) epoch(u) request),
@@ -45,6 +48,7 @@ const (
 	stJournal                 // the journal refused its batch (ErrJournal)
 	stStopped                 // the member is stopping: not counted, route again
 	stUnknown                 // decided, but the member's lease lapsed meanwhile (ErrClusterUnavailable)
+	stInvalid                 // refused, not decided: the member found the request invalid (table.ErrInvalid)
 )
 
 // errBadWire is matched by every decoding error.
@@ -229,7 +233,10 @@ func (r *wireReader) end() error {
 
 const maxMs = int64(table.MaxScale / time.Millisecond)
 
-func (r *wireReader) request(q *table.Request) {
+// request reads a request and returns why it is not valid, if it is not:
+// a request this member refuses (one of another version's, or a sender's
+// bug) is answered as invalid, alone, and the message is not refused.
+func (r *wireReader) request(q *table.Request) error {
 	q.ID = r.str("id", table.MaxIDLen)
 	q.Algorithm = table.Algorithm(r.byte("algorithm"))
 	q.Scale = time.Duration(r.uvarint("scale", maxMs)) * time.Millisecond
@@ -238,11 +245,10 @@ func (r *wireReader) request(q *table.Request) {
 	q.Hits = r.uvarint("hits", 1<<62)
 	q.Namespace = r.str("namespace", table.MaxNamespaceLen)
 	q.Window = r.uvarint("window", 1<<62)
-	if r.err == nil {
-		if err := q.Validate(); err != nil {
-			r.fail("request: " + err.Error())
-		}
+	if r.err != nil {
+		return nil
 	}
+	return q.Validate()
 }
 
 func (r *wireReader) decision(d *table.Decision) {
@@ -336,7 +342,7 @@ func decodeForward(b []byte, vshards int, get func() *call) (fwdHeader, []*call,
 		case opCheck, opRefund, opReset, opBuckets, opResetID:
 			c.vshard = int32(r.uvarint("vshard", int64(vshards-1)))
 			c.epoch = r.uvarint("epoch", 1<<62)
-			r.request(&c.req)
+			c.err = r.request(&c.req)
 		case opAll:
 			unit := r.u64("unit id")
 			m := r.count("unit", 4)
@@ -348,7 +354,9 @@ func decodeForward(b []byte, vshards int, get func() *call) (fwdHeader, []*call,
 			for j := 0; j < m && r.err == nil; j++ {
 				a.vshards[j] = int32(r.uvarint("vshard", int64(vshards-1)))
 				a.epochs[j] = r.uvarint("epoch", 1<<62)
-				r.request(&a.reqs[j])
+				if err := r.request(&a.reqs[j]); err != nil && c.err == nil {
+					c.err = fmt.Errorf("check %d of the unit: %w", j, err) // the whole unit is refused
+				}
 			}
 		default:
 			r.fail(fmt.Sprintf("op %d", c.op))
@@ -413,6 +421,8 @@ func statusOf(err error) byte {
 		return stJournal
 	case errors.Is(err, ErrClusterUnavailable):
 		return stUnknown
+	case errors.Is(err, table.ErrInvalid):
+		return stInvalid
 	}
 	return stUnavailable
 }
@@ -428,6 +438,9 @@ func errOfStatus(st byte, member string) error {
 		return fmt.Errorf("%w: %w: on member %s", ErrUnavailable, ErrJournal, member)
 	case stUnknown:
 		return fmt.Errorf("%w: member %s lost its lease while deciding", ErrClusterUnavailable, member)
+	case stInvalid:
+		// Valid here, or it would not have been sent: the members disagree.
+		return fmt.Errorf("%w: member %s, the owner, refused the request as invalid (do the members run the same version?)", table.ErrInvalid, member)
 	}
 	return fmt.Errorf("%w: on member %s", ErrUnavailable, member)
 }
