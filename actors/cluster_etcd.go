@@ -1,7 +1,7 @@
 // What a member keeps in etcd and reads from it. Under /<name>/:
 //
 //	config        {"vshards":N}                 created once; a member with another N is refused
-//	members/<id>  {"addr":…,"leaving":…}        under the member's lease: it exists while the member lives
+//	members/<id>  {"addr":…,"leaving":…,"wire":…} under the member's lease: it exists while the member lives
 //	owners/<v>    <member id>                   the owner of vshard v; its ModRevision is v's epoch
 //
 // An epoch is an etcd revision. A vshard changes hands only in an etcd
@@ -41,8 +41,24 @@ type memberInfo struct {
 	Addr        string `json:"addr"`
 	Leaving     bool   `json:"leaving,omitempty"`
 	Incarnation string `json:"incarnation,omitempty"`
-	lease       int64
+	// Wire is the level of the forwarded messages the member decodes
+	// (wireLevel); an earlier build writes none, level 1.
+	Wire  int `json:"wire,omitempty"`
+	lease int64
 }
+
+// The levels of the members' wire format: what a member of each decodes.
+// A message item another member cannot decode fails its whole batch and
+// stream there, so an op a level adds goes only to members of that level,
+// which keeps a rolling update safe.
+const (
+	wireLevel1  = 1 // every op until opResetID
+	wireResetID = 2 // opResetID
+	wireLevel   = wireResetID
+)
+
+// wire is m's wire level.
+func (m memberInfo) wire() int { return max(m.Wire, wireLevel1) }
 
 // view is a member's copy of the cluster's keys at revision rev. It is
 // immutable once published: an update publishes a changed copy.
@@ -438,7 +454,7 @@ func (cl *cluster) register(ctx context.Context, oldLease int64) error {
 
 // memberValue is the value of the member's key.
 func (cl *cluster) memberValue() string {
-	b, _ := json.Marshal(memberInfo{Addr: cl.addr, Leaving: cl.leaving.Load(), Incarnation: strconv.FormatUint(cl.incarnation, 16)})
+	b, _ := json.Marshal(memberInfo{Addr: cl.addr, Leaving: cl.leaving.Load(), Incarnation: strconv.FormatUint(cl.incarnation, 16), Wire: wireLevel})
 	return string(b)
 }
 

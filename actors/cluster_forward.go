@@ -70,6 +70,8 @@ func (cl *cluster) route(ctx context.Context, o op, req table.Request) (*call, e
 			c, err = cl.local(ctx, o, req, v, ep)
 		case owner == "" || !vw.live(owner):
 			err = errNoOwner
+		case o == opResetID && vw.members[owner].wire() < wireResetID:
+			return nil, fmt.Errorf("%w: vshard %d: its owner %s runs a build without ResetID (DEL); upgrade it", ErrUnavailable, v, owner)
 		default:
 			c, err = cl.forward(ctx, vw, owner, o, req, v, ep)
 		}

@@ -173,6 +173,17 @@ func (tc *testCluster) start(cfg Config) *member {
 	return &member{System: s, cfg: cfg}
 }
 
+// startPair starts a test cluster of two members, a and b, and waits
+// until they have settled.
+func startPair(t testing.TB) (tc *testCluster, a, b *member) {
+	t.Helper()
+	tc = newTestCluster(t)
+	a = tc.start(tc.config("a"))
+	b = tc.start(tc.config("b"))
+	tc.settle(a, b)
+	return tc, a, b
+}
+
 // settle waits until every vshard is served by exactly one of ms, each
 // where placement puts it, and reports how long that took.
 func (tc *testCluster) settle(ms ...*member) time.Duration {

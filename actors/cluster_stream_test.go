@@ -46,10 +46,7 @@ func batchesSeen(to *member, sender *member) int {
 
 func TestClusterForwardsOnOneStreamAndOpensAnotherWhenItBreaks(t *testing.T) {
 	t.Parallel()
-	tc := newTestCluster(t)
-	a := tc.start(tc.config("a"))
-	b := tc.start(tc.config("b"))
-	tc.settle(a, b)
+	_, a, b := startPair(t)
 	req := table.Request{ID: ownedBy(t, b, "s-"), Policy: table.Policy{Scale: time.Hour, Limit: 1000}, Hits: 1}
 	check := func(n int) {
 		t.Helper()
@@ -179,10 +176,7 @@ func TestClusterStoppingOwnerAnswersWhatItWasSent(t *testing.T) {
 // forwarded go on that stream, counted exactly.
 func TestClusterMembersOpenTheirLinksBeforeTheFirstForward(t *testing.T) {
 	t.Parallel()
-	tc := newTestCluster(t)
-	a := tc.start(tc.config("a"))
-	b := tc.start(tc.config("b"))
-	tc.settle(a, b)
+	_, a, b := startPair(t)
 	streams := func(m *member) int64 {
 		st, _ := m.ClusterStatus()
 		return st.Stats.ForwardStreams

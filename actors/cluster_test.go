@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -31,10 +34,7 @@ func ownedBy(t testing.TB, m *member, prefix string) string {
 
 func TestClusterAdmitsExactlyTheLimitAcrossMembers(t *testing.T) {
 	t.Parallel()
-	tc := newTestCluster(t)
-	a := tc.start(tc.config("a"))
-	b := tc.start(tc.config("b"))
-	tc.settle(a, b)
+	tc, a, b := startPair(t)
 	for alg := range table.Algorithm(4) {
 		for round := range 3 {
 			id := fmt.Sprintf("key-%v-%d", alg, round)
@@ -121,10 +121,7 @@ func TestClusterJoinHandsTheCountsOffWithTheVShards(t *testing.T) {
 
 func TestClusterLeaveHandsEveryVShardOff(t *testing.T) {
 	t.Parallel()
-	tc := newTestCluster(t)
-	a := tc.start(tc.config("a"))
-	b := tc.start(tc.config("b"))
-	tc.settle(a, b)
+	tc, a, b := startPair(t)
 	reqs := spend(t, a, "user-", 200, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -147,10 +144,7 @@ func TestClusterCrashedMembersVShardsAreTakenOverWithinTheLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for leases to expire: skipped with -short")
 	}
-	tc := newTestCluster(t)
-	a := tc.start(tc.config("a"))
-	b := tc.start(tc.config("b"))
-	tc.settle(a, b)
+	_, a, b := startPair(t)
 	id := ownedBy(t, a, "victim-")
 	req := table.Request{ID: id, Policy: table.Policy{Scale: time.Hour, Limit: 10}, Hits: 4}
 	if d, err := b.Check(context.Background(), req); err != nil || !d.Allowed {
@@ -209,10 +203,7 @@ func TestClusterRestartWithinTheLeaseResumesFromTheJournal(t *testing.T) {
 
 func TestClusterCheckAllAcrossOwnersIsAllOrNothing(t *testing.T) {
 	t.Parallel()
-	tc := newTestCluster(t)
-	a := tc.start(tc.config("a"))
-	b := tc.start(tc.config("b"))
-	tc.settle(a, b)
+	_, a, b := startPair(t)
 	pol := table.Policy{Scale: time.Hour, Limit: 5}
 	onA := table.Request{ID: ownedBy(t, a, "x-"), Policy: pol, Hits: 1}
 	onB := table.Request{ID: ownedBy(t, b, "y-"), Policy: pol, Hits: 1}
@@ -315,10 +306,7 @@ func TestClusterEtcdDownServesUntilTheLeaseThenFailsClosedAndResumes(t *testing.
 // on another share the limit exactly.
 func TestClusterCheckEachRoutesToTheOwners(t *testing.T) {
 	t.Parallel()
-	tc := newTestCluster(t)
-	a := tc.start(tc.config("a"))
-	b := tc.start(tc.config("b"))
-	tc.settle(a, b)
+	tc, a, b := startPair(t)
 	ctx := context.Background()
 	for _, owner := range []*member{a, b} {
 		id := ownedBy(t, owner, "each-")
@@ -356,10 +344,7 @@ func TestClusterCheckEachRoutesToTheOwners(t *testing.T) {
 // whole batch and the stream, and the caller got "unavailable").
 func TestClusterIDOperationsReachTheOwner(t *testing.T) {
 	t.Parallel()
-	tc := newTestCluster(t)
-	a := tc.start(tc.config("a"))
-	b := tc.start(tc.config("b"))
-	tc.settle(a, b)
+	tc, a, b := startPair(t)
 	ctx := context.Background()
 	id := ownedBy(t, b, "ids-")
 	pol := table.Policy{Algorithm: table.TokenBucket, Scale: time.Hour, Limit: 10}
@@ -393,6 +378,39 @@ func TestClusterIDOperationsReachTheOwner(t *testing.T) {
 	}
 	if sa, _ := a.ClusterStatus(); sa.Stats.ForwardedChecks < 6 {
 		t.Fatalf("a forwarded %d calls, want the 3 checks, Buckets, ResetID and Reset at least", sa.Stats.ForwardedChecks)
+	}
+	tc.ev.check(t)
+}
+
+// TestClusterResetIDWaitsForTheOwnersLevel: a member of an earlier build
+// (its key without "wire") cannot decode opResetID and would refuse the
+// whole batch and stream holding it, so ResetID of an id it owns is
+// answered unavailable without forwarding it, while checks go on; once the
+// member says it decodes it, ResetID goes through.
+func TestClusterResetIDWaitsForTheOwnersLevel(t *testing.T) {
+	t.Parallel()
+	tc, a, b := startPair(t)
+	ctx := context.Background()
+	id := ownedBy(t, b, "level-")
+	req := table.Request{ID: id, Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Hour, Limit: 10}, Hits: 1, Namespace: "cell"}
+	mustCheck(t, a.System, req)
+	setB := func(value string, wire int) {
+		t.Helper()
+		if _, err := a.cl.etcd.Put(ctx, a.cl.memberKey("b"), value, clientv3.WithIgnoreLease()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "a's view of b's wire level", func() bool { return a.cl.view.Load().members["b"].Wire == wire })
+	}
+	setB(`{"addr":"`+b.cl.addr+`","incarnation":"`+strconv.FormatUint(b.cl.incarnation, 16)+`"}`, 0)
+	if n, err := a.ResetID(ctx, "cell", id); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "runs a build without ResetID") || n != 0 {
+		t.Fatalf("ResetID of an id an earlier build owns: %d, %v; want ErrUnavailable naming the build", n, err)
+	}
+	if d := mustCheck(t, a.System, req); !d.Allowed || d.Count != 2 {
+		t.Fatalf("a check beside it: %+v, want allowed at count 2 (forwarded, the stream intact)", d)
+	}
+	setB(b.cl.memberValue(), wireLevel)
+	if n, err := a.ResetID(ctx, "cell", id); err != nil || n != 1 {
+		t.Fatalf("ResetID once b says it decodes it: %d, %v; want 1", n, err)
 	}
 	tc.ev.check(t)
 }
