@@ -274,6 +274,8 @@ func FuzzCommand(f *testing.F) {
 		{"RL.RULE", "shadow", "u"},
 		{"RL.REFUND", "u", "100", "5", "HITS", "2", "WINDOW", "9"},
 		{"RL.REFUNDRULE", "api", "u", "HITS", "1"},
+		{"DEL", "k", "user:42"},
+		{"UNLINK", "k"},
 	} {
 		f.Add([]byte(frameBytes(seed...)))
 	}
@@ -329,6 +331,22 @@ func FuzzCommand(f *testing.F) {
 			for _, v := range r {
 				if v < 0 {
 					t.Fatalf("%q: reply %v", b, r)
+				}
+			}
+		case cmdDel, cmdUnlink:
+			// A key DEL accepts is one CL.THROTTLE can have counted, and
+			// DEL deletes that count.
+			for _, k := range cmd.Args[1:] {
+				if msg = keyErr(k); msg != "" {
+					break
+				}
+				req := table.Request{ID: string(k), Policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Second, Limit: 1}, Hits: 1, Namespace: throttleNamespace}
+				if err := req.Validate(); err != nil {
+					t.Fatalf("%q: key %q accepted, but %v", b, k, err)
+				}
+				tab.Apply(req, now)
+				if n := tab.ResetID(throttleNamespace, string(k), now); n != 1 {
+					t.Fatalf("%q: key %q: ResetID deleted %d buckets, want 1", b, k, n)
 				}
 			}
 		default:
