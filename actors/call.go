@@ -25,7 +25,7 @@ type call struct {
 	hash    uint64 // idHash(req.ID), or 0 where nothing computed it (see shardIndexOf)
 	state   atomic.Int32
 	res     table.Reservation
-	n       int            // opReset, opResetID: buckets deleted
+	n       int            // opReset: buckets deleted; opResetID: those live of them
 	buckets []table.Bucket // opBuckets
 	err     error
 	done    chan struct{} // capacity 1; signalled once, by whoever serves the call

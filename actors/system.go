@@ -469,8 +469,9 @@ func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
 
 // ResetID deletes every bucket of id in namespace (ns "" is the ad-hoc
 // limits'), under each limit of that namespace, so that id's next hit there
-// starts afresh, and returns how many it deleted: what a Redis client's DEL
-// of a CL.THROTTLE key asks, whose limit is in the command, not the key.
+// starts afresh, and returns how many of them could still change a decision
+// (Table.ResetID): what a Redis client's DEL of a CL.THROTTLE key asks,
+// whose limit is in the command, not the key.
 func (s *System) ResetID(ctx context.Context, namespace, id string) (int, error) {
 	req := idRequest(id)
 	req.Namespace = namespace

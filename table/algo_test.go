@@ -592,4 +592,25 @@ func TestResetID(t *testing.T) {
 	if got, want := fmt.Sprint(snapshotOf(fresh, at(1100))), fmt.Sprint(snapshotOf(tb, at(1100))); got != want {
 		t.Fatalf("replayed:\n%s\nwant\n%s", got, want)
 	}
+
+	// Buckets that can change no decision any more (a token bucket full
+	// again, a fixed window ended), not yet swept: deleted, not counted, as
+	// redis-cell's key is gone once its bucket is full.
+	quiet := Request{ID: "q", Policy: Policy{Algorithm: TokenBucket, Scale: time.Second, Limit: 1, Burst: 2}, Hits: 1, Namespace: ns}
+	ended := Request{ID: "q", Policy: Policy{Scale: time.Second, Limit: 5}, Hits: 1, Namespace: ns}
+	tb.Apply(quiet, at(2000)) // full again at 3000
+	tb.Apply(ended, at(2000)) // window 2 ends at 3000
+	if n := tb.ResetID(ns, "q", at(2999)); n != 2 {
+		t.Fatalf("ResetID before they are quiet: %d, want 2", n)
+	}
+	tb.Apply(quiet, at(2999)) // full again at 3999
+	tb.Apply(ended, at(2999)) // window 2 ends at 3000
+	before := tb.Len()
+	if n := tb.ResetID(ns, "q", at(3500)); n != 1 || tb.Len() != before-2 {
+		t.Fatalf("ResetID once the window ended: %d counted, %d of %d buckets left; want the token bucket counted, both deleted", n, tb.Len(), before)
+	}
+	tb.Apply(quiet, at(3500)) // full again at 4500
+	if n := tb.ResetID(ns, "q", at(4500)); n != 0 || tb.Len() != before-2 {
+		t.Fatalf("ResetID once the bucket is full: %d counted, %d of %d buckets left; want none counted, it deleted", n, tb.Len(), before-1)
+	}
 }

@@ -95,30 +95,41 @@ func (t *Table) Reset(req Request, now time.Time) int {
 
 // ResetID deletes every bucket of id in namespace ns, under every limit
 // of that namespace (each algorithm, scale and size), so that id's next hit
-// there starts afresh, and returns how many it deleted. It looks at the
-// windows Buckets reports; an older bucket is expired already and changes
-// no decision. Buckets of id in other namespaces, ad-hoc ones included
-// (ns ""), are untouched.
+// there starts afresh, and returns how many of them could still change a
+// decision: a window while it (or, sliding, the next) is current, a token
+// or leaky bucket until it is full again, as a Redis key of redis-cell's
+// lives until its bucket is full. It looks at the windows Buckets reports;
+// an older bucket is expired already. Buckets of id in other namespaces,
+// ad-hoc ones included (ns ""), are untouched.
 func (t *Table) ResetID(ns, id string, now time.Time) int {
-	_, ms := t.advance(now)
+	nowNs, ms := t.advance(now)
 	h := t.hashID(id)
-	deleted := 0
+	live := 0
 	for _, g := range t.byID {
 		if g == nil || g.key.ns != ns {
 			continue
 		}
-		b := floorDiv(ms, g.key.widthMs)
-		for w := b - g.key.span(); w <= b; w++ {
-			if it, ok := t.find(g, w, h, id); ok {
-				t.logDelete(g, it)
-				deleted++
-				if t.remove(g, it) {
-					break // the group is gone
+		k := &g.key
+		b := floorDiv(ms, k.widthMs)
+		for w := b - k.span(); w <= b; w++ {
+			it, ok := t.find(g, w, h, id)
+			if !ok {
+				continue
+			}
+			if k.alg.gcra() {
+				if w*k.widthMs*msNs+t.slots.cell(it.slot()).aux > nowNs { // its TAT: full again then
+					live++
 				}
+			} else if !k.expired(w, ms, 0) {
+				live++
+			}
+			t.logDelete(g, it)
+			if t.remove(g, it) {
+				break // the group is gone
 			}
 		}
 	}
-	return deleted
+	return live
 }
 
 // Bucket is the state of one bucket, as Buckets reports it.

@@ -480,8 +480,9 @@ func (s *Server) refund(c *frameConn, st *session, id cmdID, args [][]byte) {
 
 // del answers DEL and UNLINK key [key ...] after the checks before them:
 // it deletes each key's CL.THROTTLE buckets, one key after another, and
-// replies how many of the keys had any, as Redis counts the keys it
-// deletes. The keys are validated first: a bad one deletes nothing.
+// replies how many of the keys had one not yet full again, as Redis counts
+// the keys it deletes (redis-cell's key expires once its bucket is full).
+// The keys are validated first: a bad one deletes nothing.
 func (s *Server) del(c *frameConn, st *session, id cmdID, args [][]byte) {
 	if len(args) < 2 {
 		s.replyErr(st, id, ResultInvalid, wrongArity(args[0]))

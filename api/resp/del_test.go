@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
 	"github.com/ratelimitd/ratelimitd/api/resp"
@@ -14,13 +15,14 @@ import (
 
 // TestDelGoRedis: DEL and UNLINK delete a key's CL.THROTTLE state, under
 // every max_burst, count and period it was throttled with (redis-cell keeps
-// one state per key), and reply how many of the keys had any, as Redis
-// counts the keys it deletes; an RL.CHECK id of the same name is not a key
+// one state per key), and reply how many of the keys had a bucket not yet
+// full again, as Redis counts the keys it deletes (redis-cell's key expires
+// once its bucket is full); an RL.CHECK id of the same name is not a key
 // and keeps its count.
 func TestDelGoRedis(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, goroutines bool) {
-		sys, _ := manualSystem(t)
+		sys, clock := manualSystem(t)
 		obs := newCounter()
 		_, addr := startServer(t, resp.Options{Checker: sys, ConnGoroutines: goroutines, Observer: obs})
 		c := newClient(t, addr, 1, "")
@@ -52,8 +54,15 @@ func TestDelGoRedis(t *testing.T) {
 		if got := throttle(t, c, "k", 1, 10, 60); !slices.Equal(got, []int64{0, 2, 1, -1, 6}) {
 			t.Errorf("k after UNLINK: %v, want a first hit", got)
 		}
-		if del, unlink := obs.command("del ok"), obs.command("unlink ok"); del != 1 || unlink != 1 {
-			t.Errorf("observed del ok %d, unlink ok %d; want 1 and 1", del, unlink)
+		// redis-cell's key expires once its bucket is full again: DEL then
+		// finds nothing, here too.
+		throttle(t, c, "full", 1, 10, 60) // full again in 6 s
+		clock.Advance(6 * time.Second)
+		if n, err := c.Del(ctx, "full").Result(); err != nil || n != 0 {
+			t.Errorf("DEL of a key whose bucket is full again: %d, %v; want 0", n, err)
+		}
+		if del, unlink := obs.command("del ok"), obs.command("unlink ok"); del != 2 || unlink != 1 {
+			t.Errorf("observed del ok %d, unlink ok %d; want 2 and 1", del, unlink)
 		}
 	})
 }

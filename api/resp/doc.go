@@ -65,8 +65,9 @@
 // delete each key's CL.THROTTLE state, under every max_burst, count and
 // period it was throttled with (IDResetter.ResetID of the namespace
 // "CL.THROTTLE"), so that the key's next request starts from a full
-// bucket, and reply with how many of the keys had any, as Redis counts
-// the keys it deletes. They decide the checks before them first, so that
+// bucket, and reply with how many of the keys had a bucket not yet full
+// again, as Redis counts the keys it deletes (redis-cell's key expires once
+// its bucket is full). They decide the checks before them first, so that
 // the delete falls in its place, and delete one key after another. The
 // keys are validated first, by CL.THROTTLE's rules for a key ("ERR key:
 // RULE"): a bad one deletes nothing. RL.* ids are not keys: DEL leaves
