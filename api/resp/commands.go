@@ -482,7 +482,9 @@ func (s *Server) refund(c *frameConn, st *session, id cmdID, args [][]byte) {
 // it deletes each key's CL.THROTTLE buckets, one key after another, and
 // replies how many of the keys had one not yet full again, as Redis counts
 // the keys it deletes (redis-cell's key expires once its bucket is full).
-// The keys are validated first: a bad one deletes nothing.
+// The keys are validated first: a bad one deletes nothing. A key the
+// Checker fails to delete is answered with the failure; the keys before it
+// stay deleted.
 func (s *Server) del(c *frameConn, st *session, id cmdID, args [][]byte) {
 	if len(args) < 2 {
 		s.replyErr(st, id, ResultInvalid, wrongArity(args[0]))

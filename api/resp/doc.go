@@ -68,11 +68,12 @@
 // bucket, and reply with how many of the keys had a bucket not yet full
 // again, as Redis counts the keys it deletes (redis-cell's key expires once
 // its bucket is full). They decide the checks before them first, so that
-// the delete falls in its place, and delete one key after another. The
-// keys are validated first, by CL.THROTTLE's rules for a key ("ERR key:
-// RULE"): a bad one deletes nothing. RL.* ids are not keys: DEL leaves
-// them alone. With a Checker that is no IDResetter, both are answered
-// "ERR del: this rate limiter cannot delete keys".
+// the delete falls in its place, and delete one key after another (a
+// failure, such as an owner unavailable, is the reply, and the keys before
+// it stay deleted). The keys are validated first, by CL.THROTTLE's rules
+// for a key ("ERR key: RULE"): a bad one deletes nothing. RL.* ids are not
+// keys: DEL leaves them alone. With a Checker that is no IDResetter, both
+// are answered "ERR del: this rate limiter cannot delete keys".
 //
 // # Native commands
 //

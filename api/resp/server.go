@@ -49,8 +49,9 @@ type EachChecker interface {
 }
 
 // IDResetter is a Checker that deletes every bucket of an id in a
-// namespace, under each limit of it, and returns how many it deleted:
-// DEL and UNLINK need it. *actors.System is one.
+// namespace, under each limit of it, and returns how many of them could
+// still change a decision (a token bucket not yet full again): DEL and
+// UNLINK need it. *actors.System is one.
 type IDResetter interface {
 	ResetID(ctx context.Context, namespace, id string) (int, error)
 }
