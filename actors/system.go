@@ -464,7 +464,7 @@ func (s *System) Refund(ctx context.Context, req table.Request) (table.Decision,
 // afresh, and returns how many it deleted. req.Hits is ignored.
 func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
 	req.Hits = 0
-	return s.delete(ctx, opReset, req)
+	return s.deleteBuckets(ctx, opReset, req)
 }
 
 // ResetID deletes every bucket of id in namespace (ns "" is the ad-hoc
@@ -475,12 +475,12 @@ func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
 func (s *System) ResetID(ctx context.Context, namespace, id string) (int, error) {
 	req := idRequest(id)
 	req.Namespace = namespace
-	return s.delete(ctx, opResetID, req)
+	return s.deleteBuckets(ctx, opResetID, req)
 }
 
-// delete makes o, an operation that deletes buckets, of req and returns how
-// many it deleted.
-func (s *System) delete(ctx context.Context, o op, req table.Request) (int, error) {
+// deleteBuckets validates req, makes o, an operation that deletes buckets
+// (opReset, opResetID), of it and returns the count o reports.
+func (s *System) deleteBuckets(ctx context.Context, o op, req table.Request) (int, error) {
 	if err := req.Validate(); err != nil {
 		return 0, err
 	}
