@@ -181,7 +181,7 @@ func (s *Server) serveConn(c *frameConn) {
 
 // newSession returns the state of a new connection.
 func (s *Server) newSession() *session {
-	return &session{id: s.nextID.Add(1), authed: s.opts.Password == ""}
+	return &session{id: s.nextID.Add(1), authed: s.passwords == nil}
 }
 
 // serveFrames answers the commands of frames, whole frames as the scanner
@@ -589,7 +589,7 @@ func (s *Server) auth(st *session, args [][]byte) {
 	if len(args) == 3 {
 		user = string(args[1])
 	}
-	if s.opts.Password == "" {
+	if s.passwords == nil {
 		if len(args) == 2 {
 			s.replyErr(st, id, ResultInvalid, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 			return
@@ -599,14 +599,25 @@ func (s *Server) auth(st *session, args [][]byte) {
 			return
 		}
 	}
-	sum := sha256.Sum256(pass)
-	match := subtle.ConstantTimeCompare(sum[:], s.pwHash[:]) == 1
-	if !match || user != "default" || s.opts.Password == "" {
+	if user != "default" || s.passwords == nil || !passwordIn(pass, s.passwords()) {
 		s.replyErr(st, id, ResultWrongPass, "WRONGPASS invalid username-password pair or user is disabled.")
 		return
 	}
 	st.authed = true
 	s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
+}
+
+// passwordIn reports whether pass is one of pws (empty ones never match),
+// comparing SHA-256 digests in constant time, each of them, so that neither
+// the length of a password nor which one matched shows in the time taken.
+func passwordIn(pass []byte, pws []string) bool {
+	sum := sha256.Sum256(pass)
+	match := 0
+	for _, pw := range pws {
+		want := sha256.Sum256([]byte(pw))
+		match |= subtle.ConstantTimeCompare(sum[:], want[:]) & subtle.ConstantTimeLessOrEq(1, len(pw))
+	}
+	return match == 1
 }
 
 // client answers CLIENT SETNAME, GETNAME, SETINFO and ID.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,6 +212,58 @@ func TestAuth(t *testing.T) {
 		if got := obs.command(key); got < want {
 			t.Errorf("observer %q: got %d, want at least %d", key, got, want)
 		}
+	}
+}
+
+// TestAuthRotation: with Options.Passwords, AUTH accepts any password the
+// function returns at that AUTH, so a rotation (old, then old and new,
+// then new) moves clients over without a refused AUTH, and a connection
+// authenticated with the old password stays authenticated once it is
+// dropped.
+func TestAuthRotation(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	var current atomic.Pointer[[]string]
+	set := func(pws ...string) { current.Store(&pws) }
+	set("old-secret")
+	_, addr := startServer(t, resp.Options{Checker: sys, Passwords: func() []string { return *current.Load() }})
+	wrong := "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+
+	early := dialRaw(t, addr)
+	early.exchange(
+		rawStep{frame("PING"), "-NOAUTH Authentication required.\r\n"},
+		rawStep{frame("AUTH", "new-secret"), wrong},
+		rawStep{frame("AUTH", "old-secret"), "+OK\r\n"},
+	)
+
+	set("old-secret", "new-secret", "")
+	both := dialRaw(t, addr)
+	both.exchange(
+		rawStep{frame("AUTH", "default", "new-secret"), "+OK\r\n"},
+		rawStep{frame("AUTH", "old-secret"), "+OK\r\n"},
+		rawStep{frame("AUTH", ""), wrong}, // an empty entry matches nothing
+		rawStep{frame("AUTH", "other"), wrong},
+	)
+	ctx := context.Background()
+	pooled := newClient(t, addr, 2, "new-secret")
+	if got := throttle(t, pooled, "k", 1, 1, 1); !slices.Equal(got, []int64{0, 2, 1, -1, 1}) {
+		t.Errorf("go-redis with the new password during the rotation: got %v", got)
+	}
+
+	set("new-secret")
+	late := dialRaw(t, addr)
+	late.exchange(
+		rawStep{frame("AUTH", "old-secret"), wrong},
+		rawStep{frame("PING"), "-NOAUTH Authentication required.\r\n"},
+		rawStep{frame("AUTH", "new-secret"), "+OK\r\n"},
+		rawStep{frame("PING"), "+PONG\r\n"},
+	)
+	early.exchange(rawStep{frame("PING"), "+PONG\r\n"}) // logged in before the old one went
+	if err := newClient(t, addr, 1, "old-secret").Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("go-redis with the dropped password: got %v, want WRONGPASS", err)
+	}
+	if got := throttle(t, newClient(t, addr, 1, "new-secret"), "k", 1, 1, 1); !slices.Equal(got, []int64{0, 2, 0, -1, 2}) {
+		t.Errorf("go-redis with the new password after the rotation: got %v", got)
 	}
 }
 

@@ -128,7 +128,11 @@
 // other than default, is answered "WRONGPASS invalid username-password
 // pair or user is disabled." and leaves the connection as it was. The
 // password is compared in constant time (of SHA-256 digests, so its length
-// does not show either).
+// does not show either). With Options.Passwords instead, AUTH accepts any
+// of the passwords it returns at that moment, each compared the same way:
+// a daemon rotates its password by accepting the old and the new one while
+// its clients move over, then only the new one. A connection keeps its
+// login when its password is dropped, as in Redis.
 //
 // # Pipelining
 //

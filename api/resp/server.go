@@ -2,7 +2,6 @@ package resp
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -80,6 +79,13 @@ type Options struct {
 	// Password, when not empty, must be given with AUTH before any command
 	// but AUTH, HELLO and QUIT.
 	Password string
+	// Passwords, when not nil, replaces Password: AUTH accepts any of the
+	// passwords it returns, asked at each AUTH, so that they can change
+	// while the server runs (a rotation adds the new password, moves the
+	// clients to it, then drops the old one; a connection that is
+	// authenticated stays so). It must be safe for concurrent use and
+	// return at least one non-empty password.
+	Passwords func() []string
 
 	// MaxConns caps the open connections; one over it is answered
 	// "ERR max number of clients reached" and closed. 0 means
@@ -145,6 +151,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: a limit is negative", ErrInvalidOption)
 	case o.ReadTimeout < 0, o.WriteTimeout < 0:
 		return o, fmt.Errorf("%w: a read or write timeout is negative", ErrInvalidOption)
+	case o.Password != "" && o.Passwords != nil:
+		return o, fmt.Errorf("%w: both Password and Passwords are set", ErrInvalidOption)
 	case o.MaxArgs != 0 && o.MaxArgs < minArgs:
 		return o, fmt.Errorf("%w: MaxArgs %d is less than %d, the arguments of RL.REFUND", ErrInvalidOption, o.MaxArgs, minArgs)
 	}
@@ -191,8 +199,10 @@ type Server struct {
 	resetter IDResetter
 	obs      Observer
 	log      *slog.Logger
-	pwHash   [sha256.Size]byte // of Options.Password
-	started  time.Time
+	// passwords returns the passwords AUTH accepts: Options.Passwords, or
+	// Options.Password alone; nil when no AUTH is asked.
+	passwords func() []string
+	started   time.Time
 
 	// ctx is the context of the checks, canceled when Shutdown gives up
 	// waiting or Close is called.
@@ -236,18 +246,22 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		opts:    o,
-		checker: o.Checker,
-		obs:     o.Observer,
-		log:     o.Logger,
-		pwHash:  sha256.Sum256([]byte(o.Password)),
-		started: o.Now(),
-		conns:   make(map[*frameConn]struct{}),
-		closing: make(chan struct{}),
-		drained: make(chan struct{}),
-		served:  make(chan struct{}),
+		opts:      o,
+		checker:   o.Checker,
+		obs:       o.Observer,
+		log:       o.Logger,
+		passwords: o.Passwords,
+		started:   o.Now(),
+		conns:     make(map[*frameConn]struct{}),
+		closing:   make(chan struct{}),
+		drained:   make(chan struct{}),
+		served:    make(chan struct{}),
 
 		refusing: make(chan struct{}, maxTLSRefusals),
+	}
+	if pw := o.Password; pw != "" {
+		one := []string{pw}
+		s.passwords = func() []string { return one }
 	}
 	s.each, _ = o.Checker.(EachChecker)
 	s.resetter, _ = o.Checker.(IDResetter)

@@ -156,6 +156,7 @@ func TestNewOptions(t *testing.T) {
 		{Checker: sys, MaxBulk: -1},
 		{Checker: sys, ReadTimeout: -time.Second},
 		{Checker: sys, MaxArgs: 11},
+		{Checker: sys, Password: "a", Passwords: func() []string { return []string{"b"} }},
 	} {
 		if _, err := resp.New(o); !errors.Is(err, resp.ErrInvalidOption) {
 			t.Errorf("New(%+v): got %v, want ErrInvalidOption", o, err)

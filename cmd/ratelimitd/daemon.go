@@ -52,7 +52,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 			return nil, exitFailure
 		}
 	}
-	if err := readRedisPassword(cfg); err != nil {
+	if err := readRedisPassword(cfg, time.Now, log); err != nil {
 		log.Error("cannot read the Redis password", "err", err)
 		return nil, exitFailure
 	}

@@ -32,7 +32,7 @@ func redisMaxConns(cfg *config, share int) int {
 }
 
 // startRESP serves the Redis protocol on --redis-listen, checking with
-// sys and the rules of rs, with the password read by readRedisPassword;
+// sys and the rules of rs, with the passwords read by readRedisPassword;
 // without --redis-listen it serves nothing. share is each listener's share
 // of the descriptors (connCaps). With lt it serves TLS only.
 func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, dash *dashData, lt *listenerTLS) (*respServer, error) {
@@ -44,7 +44,7 @@ func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs 
 	srv, err := resp.New(resp.Options{
 		Checker:     sys,
 		Rules:       rs.store,
-		Password:    cfg.redis.password,
+		Passwords:   redisPasswords(cfg),
 		MaxConns:    maxConns,
 		IdleTimeout: cfg.redis.idleTimeout,
 		TLSConfig:   lt.config(nil),
@@ -65,12 +65,12 @@ func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs 
 		return nil, fmt.Errorf("redis listener %s: %w", cfg.redis.listen, err)
 	}
 	addr := ln.Addr().(*net.TCPAddr)
-	if !addr.IP.IsLoopback() && cfg.redis.password == "" {
+	if !addr.IP.IsLoopback() && cfg.redis.passwords == nil {
 		rlog.Warn("the Redis protocol listener is reachable beyond loopback and asks no password: anyone who reaches it can spend every budget; set --redis-password-file", "addr", addr.String())
 	}
 	r := &respServer{srv: srv, served: make(chan error, 1)}
 	go func() { r.served <- srv.Serve(ln) }()
-	rlog.Info("redis listening", "addr", addr.String(), "max_conns", maxConns, "auth", cfg.redis.password != "", "tls", lt != nil)
+	rlog.Info("redis listening", "addr", addr.String(), "max_conns", maxConns, "auth", cfg.redis.passwords != nil, "tls", lt != nil)
 	return r, nil
 }
 

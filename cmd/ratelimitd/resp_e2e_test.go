@@ -169,8 +169,10 @@ func TestE2ERedisCLI(t *testing.T) {
 
 // TestE2ERedisAuth: with --redis-password-file, every command but AUTH
 // is answered NOAUTH until AUTH password (or AUTH default password); a
-// wrong password is WRONGPASS. A password file group or others may
-// access, or an empty one, refuses the start before any journal is read.
+// wrong password is WRONGPASS. A rewritten password file is taken without
+// a restart: a second line is a second password, and a dropped one is
+// refused. A password file group or others may access, or an empty one,
+// refuses the start before any journal is read.
 func TestE2ERedisAuth(t *testing.T) {
 	t.Parallel()
 	needRedisCLI(t)
@@ -193,6 +195,29 @@ func TestE2ERedisAuth(t *testing.T) {
 	}
 	if got, want := redisCLI(t, addr, "", "--no-auth-warning", "-a", "open sesame", "CL.THROTTLE", "k", "0", "1", "60"), lines(1, 1, 0, 60, 60); got != want {
 		t.Errorf("redis-cli -a: got %q, want %q", got, want)
+	}
+
+	// A rotation through the file, without a restart: the old and the new
+	// password, then the new one alone. The file is looked at again on an
+	// AUTH, at most once a second.
+	auth := func(pw string) string { return redisCLI(t, addr, "AUTH \""+pw+"\"\n") }
+	wrongPass := "WRONGPASS invalid username-password pair or user is disabled.\n\n"
+	writeFile(t, pwFile, "open sesame\nnext one\n")
+	waitFor(t, pollTimeout, "the new password accepted", func() bool { return auth("next one") == "OK\n" })
+	if got := auth("open sesame"); got != "OK\n" {
+		t.Errorf("the old password during the rotation: got %q, want OK", got)
+	}
+	writeFile(t, pwFile, "next one\n")
+	waitFor(t, pollTimeout, "the old password refused", func() bool { return auth("open sesame") == wrongPass })
+	if got, want := redisCLI(t, addr, "", "--no-auth-warning", "-a", "next one", "CL.THROTTLE", "k2", "0", "1", "60"), lines(0, 1, 0, -1, 60); got != want {
+		t.Errorf("redis-cli -a with the new password: got %q, want %q", got, want)
+	}
+	for _, n := range []string{"2", "1"} {
+		if _, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool {
+			return rec["msg"] == "redis passwords reloaded" && rec["passwords"] == n && rec["file"] == pwFile
+		}); err != nil {
+			t.Errorf("no log line of the reload to %s passwords: %v\n%s", n, err, d.logs)
+		}
 	}
 
 	for name, tc := range map[string]struct {

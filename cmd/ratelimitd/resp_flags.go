@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -21,7 +22,9 @@ type respConfig struct {
 	// idleTimeout is resp.Options.IdleTimeout: 0 its default, negative never.
 	idleTimeout time.Duration
 
-	password string // read from passwordFile at start, not a flag
+	// passwords are those of passwordFile, read at start and again when
+	// it changes; nil without it. Not a flag.
+	passwords *reloading[[]string]
 }
 
 // respFlags defines the flags of the Redis protocol listener.
@@ -35,7 +38,7 @@ func respFlags(fs *flag.FlagSet, cfg *config) {
 		return nil
 	})
 	intFlag(fs, &cfg.redis.maxConns, "redis-max-conns", "`number` of Redis protocol connections held open at most; one more is answered \"ERR max number of clients reached\" and closed (default: the listener's share of the descriptor limit, at most "+strconv.Itoa(resp.DefaultMaxConns)+"; see README)", 1, 0)
-	fs.StringVar(&cfg.redis.passwordFile, "redis-password-file", "", "`file` holding the password Redis clients must give with AUTH before any other command, in a file no group or other user may access (mode 0600 or 0400); without it no AUTH is asked")
+	fs.StringVar(&cfg.redis.passwordFile, "redis-password-file", "", "`file` holding the password Redis clients must give with AUTH before any other command, in a file no group or other user may access (mode 0600 or 0400): one per line, any of them accepted; re-read when it changes, so a password rotates without a restart; without it no AUTH is asked")
 	fs.Func("redis-idle-timeout", "close a Redis protocol connection that sends nothing for this long, a `duration`; 0 never closes one (default "+resp.DefaultIdleTimeout.String()+")", func(s string) error {
 		d, err := time.ParseDuration(s)
 		switch {
@@ -72,19 +75,54 @@ func redisListenAddr(s string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// readRedisPassword reads --redis-password-file into cfg.redis.password,
-// refusing a file group or others may access and an empty password.
-func readRedisPassword(cfg *config) error {
-	if cfg.redis.passwordFile == "" {
+// readRedisPassword reads --redis-password-file into cfg.redis.passwords:
+// one password per line (white space around it and empty lines are
+// ignored), any of which AUTH accepts, so that a rotation can accept the
+// old and the new password while clients move over. It refuses a file
+// group or others may access and one with no password. The file is looked
+// at again on an AUTH, at most once per tlsCheckInterval, and read again
+// (by clock) when it changed; a new content it refuses (by the same rules)
+// keeps the last good passwords, logged to log.
+func readRedisPassword(cfg *config, clock func() time.Time, log *slog.Logger) error {
+	path := cfg.redis.passwordFile
+	if path == "" {
 		return nil
 	}
-	pw, err := readSecret("redis password", cfg.redis.passwordFile)
-	if err != nil {
+	const what = "redis password"
+	r := &reloading[[]string]{
+		files: []tlsFile{{name: "--redis-password-file", path: path}},
+		load: func(data [][]byte) (*[]string, error) {
+			var pws []string
+			for line := range strings.Lines(string(data[0])) {
+				if pw := strings.TrimSpace(line); pw != "" {
+					pws = append(pws, pw)
+				}
+			}
+			if len(pws) == 0 {
+				return nil, fmt.Errorf("%s: %s holds no password (only white space); write the password in it, or leave --redis-password-file out to ask no AUTH", what, path)
+			}
+			return &pws, nil
+		},
+		describe: func(pws *[]string) []any { return []any{"passwords", len(*pws)} },
+		readFile: func(f tlsFile) ([]byte, error) { return readSecretFile(what, f.path) },
+		clock:    clock,
+		log:      log,
+		failMsg:  "redis password file reload failed; keeping the last good passwords",
+		okMsg:    "redis passwords reloaded",
+	}
+	if err := r.start(); err != nil {
 		return err
 	}
-	if pw == "" {
-		return fmt.Errorf("redis password: %s holds no password (only white space); write the password in it, or leave --redis-password-file out to ask no AUTH", cfg.redis.passwordFile)
-	}
-	cfg.redis.password = pw
+	cfg.redis.passwords = r
 	return nil
+}
+
+// redisPasswords is resp.Options.Passwords for cfg: the passwords of
+// --redis-password-file as they are now, or nil when it is not set.
+func redisPasswords(cfg *config) func() []string {
+	r := cfg.redis.passwords
+	if r == nil {
+		return nil
+	}
+	return func() []string { return *r.current() }
 }

@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/actors/actorstest"
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/api/resp"
 )
 
@@ -93,23 +97,26 @@ func TestRedisConnCaps(t *testing.T) {
 }
 
 // TestReadRedisPassword: the password file is read like the admin token's,
-// without its surrounding white space; a file group or others may access,
-// or one that holds no password, is refused naming the file.
+// one password per line without the white space around it; a file group
+// or others may access, or one that holds no password, is refused naming
+// the file.
 func TestReadRedisPassword(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, content string
 		mode          os.FileMode
-		want          string // the password, or what the error says
-		ok            bool
+		want          []string // the passwords
+		says          string   // what the error says
 	}{
-		{"0600", "s3cret\n", 0o600, "s3cret", true},
-		{"0400, spaces inside", "  two words  \n", 0o400, "two words", true},
-		{"0640", "s3cret\n", 0o640, "is accessible by group or others (mode 0640)", false},
-		{"0604", "s3cret\n", 0o604, "chmod 600", false},
-		{"empty", "", 0o600, "holds no password", false},
-		{"white space", " \n\t\n", 0o600, "holds no password", false},
+		{"0600", "s3cret\n", 0o600, []string{"s3cret"}, ""},
+		{"0400, spaces inside", "  two words  \n", 0o400, []string{"two words"}, ""},
+		{"two lines, an empty one", "old\n\n  new \r\n", 0o600, []string{"old", "new"}, ""},
+		{"0640", "s3cret\n", 0o640, nil, "is accessible by group or others (mode 0640)"},
+		{"0604", "s3cret\n", 0o604, nil, "chmod 600"},
+		{"empty", "", 0o600, nil, "holds no password"},
+		{"white space", " \n\t\n", 0o600, nil, "holds no password"},
 	}
+	log := slog.New(slog.DiscardHandler)
 	for _, tt := range tests {
 		path := filepath.Join(t.TempDir(), "redis-password")
 		if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
@@ -120,17 +127,85 @@ func TestReadRedisPassword(t *testing.T) {
 		}
 		cfg := defaults
 		cfg.redis.passwordFile = path
-		err := readRedisPassword(&cfg)
+		err := readRedisPassword(&cfg, time.Now, log)
 		switch {
-		case tt.ok && (err != nil || cfg.redis.password != tt.want):
-			t.Errorf("%s: got %q, %v; want %q", tt.name, cfg.redis.password, err, tt.want)
-		case !tt.ok && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), path) || !strings.HasPrefix(err.Error(), "redis password: ")):
-			t.Errorf("%s: got %v; want an error naming %s and saying %q", tt.name, err, path, tt.want)
+		case tt.says == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.says == "" && !slices.Equal(redisPasswords(&cfg)(), tt.want):
+			t.Errorf("%s: got %q, want %q", tt.name, redisPasswords(&cfg)(), tt.want)
+		case tt.says != "" && (err == nil || !strings.Contains(err.Error(), tt.says) || !strings.Contains(err.Error(), path) || !strings.HasPrefix(err.Error(), "redis password: ")):
+			t.Errorf("%s: got %v; want an error naming %s and saying %q", tt.name, err, path, tt.says)
 		}
 	}
 	cfg := defaults
 	cfg.redis.passwordFile = filepath.Join(t.TempDir(), "missing")
-	if err := readRedisPassword(&cfg); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if err := readRedisPassword(&cfg, time.Now, log); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a missing file: got %v, want the open error", err)
+	}
+	if cfg := defaults; readRedisPassword(&cfg, time.Now, log) != nil || redisPasswords(&cfg) != nil {
+		t.Errorf("without --redis-password-file: want no passwords")
+	}
+}
+
+// TestRedisPasswordRotates: a changed password file is read again once
+// the clock has passed the check interval; a content the start would
+// refuse (no password, a mode group may read) keeps the last good
+// passwords and is logged, and a good one after it is taken.
+func TestRedisPasswordRotates(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "redis-password")
+	mod := time.Now().Add(-time.Hour)
+	write := func(content string, mode os.FileMode) {
+		t.Helper()
+		mod = mod.Add(time.Second) // a new stamp, whatever the file system's time resolution
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("old\n", 0o600)
+	clock := clocktest.New(actorstest.ClockStart())
+	logs := &lockedBuffer{}
+	cfg := defaults
+	cfg.redis.passwordFile = path
+	if err := readRedisPassword(&cfg, clock.Now, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	pws := redisPasswords(&cfg)
+	steps := []struct {
+		content string
+		mode    os.FileMode
+		advance time.Duration
+		want    []string
+	}{
+		{"old\nnew\n", 0o600, tlsCheckInterval - time.Millisecond, []string{"old"}}, // not looked at yet
+		{"old\nnew\n", 0o600, time.Millisecond, []string{"old", "new"}},
+		{"\n", 0o600, tlsCheckInterval, []string{"old", "new"}},  // no password: kept
+		{"new\n", 0o644, tlsLogInterval, []string{"old", "new"}}, // readable by others: kept (and logged: a minute on)
+		{"new\n", 0o600, tlsCheckInterval, []string{"new"}},
+	}
+	for i, st := range steps {
+		write(st.content, st.mode)
+		clock.Advance(st.advance)
+		if got := pws(); !slices.Equal(got, st.want) {
+			t.Errorf("step %d (%q, mode %04o): got %q, want %q", i, st.content, st.mode, got, st.want)
+		}
+	}
+	out := logs.String()
+	if n := strings.Count(out, `msg="redis passwords reloaded" file=`+path+" passwords="); n != 2 {
+		t.Errorf("reload log lines: got %d, want 2:\n%s", n, out)
+	}
+	for _, says := range []string{"holds no password", "is accessible by group or others (mode 0644)"} {
+		if !strings.Contains(out, `msg="redis password file reload failed; keeping the last good passwords"`) || !strings.Contains(out, says) {
+			t.Errorf("the failed reload saying %q is not logged:\n%s", says, out)
+		}
+	}
+	if strings.Contains(out, "new\n") || strings.Contains(out, "=old") || strings.Contains(out, "=new") {
+		t.Errorf("a password is in the log:\n%s", out)
 	}
 }

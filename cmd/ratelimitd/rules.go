@@ -98,29 +98,40 @@ func readToken(path string) (string, error) {
 }
 
 // readSecret reads the secret what (its name in errors) from the file
-// path: the file's content without surrounding white space. Like ssh with
-// a private key, it refuses a file that group or others may access (any
-// of the mode bits 077), naming the file and what is wrong.
+// path (see readSecretFile): the file's content without surrounding white
+// space.
 func readSecret(what, path string) (string, error) {
+	b, err := readSecretFile(what, path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// readSecretFile reads the file path of the secret what (its name in
+// errors), at most maxTokenFileBytes of it. Like ssh with a private key,
+// it refuses a file that group or others may access (any of the mode bits
+// 077), naming the file and what is wrong.
+func readSecretFile(what, path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
 	// The mode of the file opened, not of the path, so a swap in between
 	// cannot slip past the check.
 	st, err := f.Stat()
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("%s: %s is accessible by group or others (mode %04o); a secret must be readable by its owner only: chmod 600 %s", what, path, perm, path)
+		return nil, fmt.Errorf("%s: %s is accessible by group or others (mode %04o); a secret must be readable by its owner only: chmod 600 %s", what, path, perm, path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes))
 	if err != nil {
-		return "", fmt.Errorf("%s: %s: %w", what, path, err)
+		return nil, fmt.Errorf("%s: %s: %w", what, path, err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return b, nil
 }
 
 // adminServer is the admin API on its own listener.

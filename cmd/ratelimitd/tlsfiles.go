@@ -16,9 +16,9 @@ import (
 )
 
 // tlsCheckInterval is the least time between two looks at the stamps
-// (modification time and size) of a set of TLS files: the look is made on
-// a handshake, so a busy listener stats its files about once a second, an
-// idle one not at all.
+// (modification time and size) of a set of TLS files, or of a secret's
+// file: the look is made on a use (a handshake, an AUTH), so a busy
+// listener stats its files about once a second, an idle one not at all.
 const tlsCheckInterval = time.Second
 
 // tlsLogInterval is the least time between two log lines about the failed
@@ -63,8 +63,13 @@ type reloading[T any] struct {
 	files    []tlsFile
 	load     func(data [][]byte) (*T, error)
 	clock    func() time.Time
-	what     string         // what the value is, in logs
 	describe func(*T) []any // attributes of a reloaded value in its log line; nil for none
+	// readFile reads one of the files, whose stamp was just taken; nil
+	// reads it whole, refusing one larger than maxTLSFileBytes.
+	readFile func(f tlsFile) ([]byte, error)
+	// failMsg and okMsg are the messages of a failed and of a successful
+	// reload.
+	failMsg, okMsg string
 
 	cur atomic.Pointer[T]
 
@@ -80,14 +85,24 @@ type reloading[T any] struct {
 // file and its problem when it cannot; describe, if not nil, gives the
 // attributes of a reloaded value for its log line.
 func newReloading[T any](what string, files []tlsFile, load func([][]byte) (*T, error), describe func(*T) []any, clock func() time.Time, log *slog.Logger) (*reloading[T], error) {
-	r := &reloading[T]{files: files, load: load, clock: clock, log: log, what: what, describe: describe}
-	stamps, v, err := r.read()
-	if err != nil {
+	r := &reloading[T]{files: files, load: load, clock: clock, log: log, describe: describe,
+		failMsg: "TLS reload failed; keeping the last good " + what, okMsg: "TLS " + what + " reloaded"}
+	if err := r.start(); err != nil {
 		return nil, err
 	}
-	r.cur.Store(v)
-	r.stamps, r.checked = stamps, clock()
 	return r, nil
+}
+
+// start makes the first load, returning an error naming the file and its
+// problem when it cannot.
+func (r *reloading[T]) start() error {
+	stamps, v, err := r.read()
+	if err != nil {
+		return err
+	}
+	r.cur.Store(v)
+	r.stamps, r.checked = stamps, r.clock()
+	return nil
 }
 
 // read stats and reads the files, and loads the value from them.
@@ -100,6 +115,12 @@ func (r *reloading[T]) read() ([]fileStamp, *T, error) {
 			return nil, nil, fmt.Errorf("%s: %w", f.name, err)
 		}
 		stamps[i] = fileStamp{st.ModTime(), st.Size()}
+		if r.readFile != nil {
+			if data[i], err = r.readFile(f); err != nil {
+				return stamps, nil, err
+			}
+			continue
+		}
 		if st.Size() > maxTLSFileBytes {
 			return stamps, nil, f.errorf("%w", errTooBig)
 		}
@@ -145,7 +166,7 @@ func (r *reloading[T]) refreshLocked(now time.Time) {
 	if err != nil {
 		r.unlogged++
 		if r.logged.IsZero() || now.Sub(r.logged) >= tlsLogInterval {
-			r.log.Error("TLS reload failed; keeping the last good "+r.what, "err", err, "times", r.unlogged, "next_report_after", tlsLogInterval)
+			r.log.Error(r.failMsg, "err", err, "times", r.unlogged, "next_report_after", tlsLogInterval)
 			r.logged, r.unlogged = now, 0
 		}
 		return
@@ -155,7 +176,7 @@ func (r *reloading[T]) refreshLocked(now time.Time) {
 	if r.describe != nil {
 		attrs = append(attrs, r.describe(v)...)
 	}
-	r.log.Info("TLS "+r.what+" reloaded", attrs...)
+	r.log.Info(r.okMsg, attrs...)
 }
 
 // setLog makes r log to log from now on.
