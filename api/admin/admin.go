@@ -3,8 +3,6 @@ package admin
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/ratelimitd/ratelimitd/api"
 	"github.com/ratelimitd/ratelimitd/api/internal/httpwire"
+	"github.com/ratelimitd/ratelimitd/api/internal/secret"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -44,9 +43,16 @@ type Options struct {
 	// means there are no rules, and those endpoints answer 404.
 	Rules *rules.Store
 	// Token is the secret every request but GET /healthz must carry as
-	// "Authorization: Bearer TOKEN". Required: 1 to 4096 visible ASCII
-	// characters (no spaces). Use at least 32 random bytes, encoded.
+	// "Authorization: Bearer TOKEN". Required, unless Tokens is set: 1 to
+	// 4096 visible ASCII characters (no spaces). Use at least 32 random
+	// bytes, encoded.
 	Token string
+	// Tokens, when not nil, replaces Token: a request may carry any of the
+	// tokens it returns, asked at each request, so that they can change
+	// while the handler serves (a rotation adds the new token, moves the
+	// callers to it, then drops the old one). It must be safe for
+	// concurrent use.
+	Tokens func() []string
 	// OnRulesChanged, if set, is called with the new Set after each
 	// successful PUT or DELETE of a rule, before the response is written
 	// and in version order (changes through the admin handler are
@@ -85,15 +91,15 @@ const maxRuleBytes = 64 << 10
 // admin serves the routes of NewHandler.
 type admin struct {
 	httpwire.Responder
-	backend  Backend
-	rules    *rules.Store
-	tokenSum [sha256.Size]byte
-	changed  func(*rules.Set)
-	log      *slog.Logger
-	metrics  http.Handler // nil: no /metrics here
-	cluster  func() any   // nil: no /cluster here
-	mux      *http.ServeMux
-	mu       sync.Mutex // serializes rule changes, so OnRulesChanged sees them in order
+	backend Backend
+	rules   *rules.Store
+	tokens  func() []string // Options.Tokens, or Options.Token alone
+	changed func(*rules.Set)
+	log     *slog.Logger
+	metrics http.Handler // nil: no /metrics here
+	cluster func() any   // nil: no /cluster here
+	mux     *http.ServeMux
+	mu      sync.Mutex // serializes rule changes, so OnRulesChanged sees them in order
 }
 
 // NewHandler returns the HTTP handler of the admin API, to be served on a
@@ -106,14 +112,22 @@ func NewHandler(opts Options) (http.Handler, error) {
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("%w: Backend is nil", api.ErrInvalidOption)
 	}
-	if err := validToken(opts.Token); err != nil {
-		return nil, err
+	tokens := opts.Tokens
+	switch {
+	case tokens != nil && opts.Token != "":
+		return nil, fmt.Errorf("%w: both Token and Tokens are set", api.ErrInvalidOption)
+	case tokens == nil:
+		if err := validToken(opts.Token); err != nil {
+			return nil, err
+		}
+		one := []string{opts.Token}
+		tokens = func() []string { return one }
 	}
 	a := &admin{
 		Responder: httpwire.Responder{DenyStatus: http.StatusRequestEntityTooLarge},
 		backend:   opts.Backend,
 		rules:     opts.Rules,
-		tokenSum:  sha256.Sum256([]byte(opts.Token)),
+		tokens:    tokens,
 		changed:   opts.OnRulesChanged,
 		log:       opts.Logger,
 		metrics:   opts.Metrics,
@@ -143,9 +157,9 @@ func validToken(tok string) error {
 }
 
 // authorized reports whether r carries exactly one Authorization header
-// with the Bearer scheme (any case) and the token. The token is compared
-// through its SHA-256 digest in constant time, so neither its bytes nor its
-// length leak through timing.
+// with the Bearer scheme (any case) and a token. It is compared through
+// its SHA-256 digest in constant time (secret.In), so neither its bytes
+// nor its length leak through timing.
 func (a *admin) authorized(r *http.Request) bool {
 	vals := r.Header.Values("Authorization")
 	if len(vals) != 1 {
@@ -155,8 +169,7 @@ func (a *admin) authorized(r *http.Request) bool {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimLeft(cred, " ")))
-	return subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1
+	return secret.In([]byte(strings.TrimLeft(cred, " ")), a.tokens())
 }
 
 // routes returns the mux of the admin API. Every route answers its other

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +110,8 @@ func TestNewAdminHandlerOptions(t *testing.T) {
 		{"token with newline", admin.Options{Backend: backend{sys}, Token: "ab\n"}, "Token"},
 		{"token not ASCII", admin.Options{Backend: backend{sys}, Token: "clé"}, "Token"},
 		{"token too long", admin.Options{Backend: backend{sys}, Token: strings.Repeat("x", 4097)}, "Token"},
+		{"tokens", admin.Options{Backend: backend{sys}, Tokens: func() []string { return []string{"t"} }}, ""},
+		{"token and tokens", admin.Options{Backend: backend{sys}, Token: "t", Tokens: func() []string { return []string{"t"} }}, "Tokens"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,6 +183,44 @@ func TestAdminAuth(t *testing.T) {
 	}
 	if got := f.versions(); len(got) != 0 {
 		t.Errorf("got rule changes %v from unauthorized requests, want none", got)
+	}
+}
+
+// TestAdminTokenRotation: with Options.Tokens, a request may carry any of
+// the tokens the function returns at that request: the old one, then the
+// old and the new one, then the new one alone.
+func TestAdminTokenRotation(t *testing.T) {
+	t.Parallel()
+	sys := actorstest.StartSystem(t)
+	var current atomic.Pointer[[]string]
+	set := func(toks ...string) { current.Store(&toks) }
+	set("old-token-0123456789")
+	h, err := admin.NewHandler(admin.Options{Backend: backend{sys}, Tokens: func() []string { return *current.Load() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	status := func(tok string) int {
+		t.Helper()
+		return apitest.DoHeader(t, "GET", srv.URL+"/stats", "", "Authorization", "Bearer "+tok).Status
+	}
+	steps := []struct {
+		tokens   []string
+		old, new int
+	}{
+		{[]string{"old-token-0123456789"}, 200, 401},
+		{[]string{"old-token-0123456789", "new-token-0123456789"}, 200, 200},
+		{[]string{"new-token-0123456789"}, 401, 200},
+	}
+	for i, st := range steps {
+		set(st.tokens...)
+		if got := status("old-token-0123456789"); got != st.old {
+			t.Errorf("step %d, the old token: got %d, want %d", i, got, st.old)
+		}
+		if got := status("new-token-0123456789"); got != st.new {
+			t.Errorf("step %d, the new token: got %d, want %d", i, got, st.new)
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package dashboard
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/api/internal/secret"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -32,54 +32,81 @@ const (
 	maxLoginBody = 8 << 10
 )
 
-// sessionMAC is what a session cookie's HMAC covers, after the expiry:
-// it names the cookie's purpose, so that no other MAC made with the key
-// could pass for one.
-const sessionMAC = "ratelimitd dashboard session v1"
+// sessionMAC is what a session cookie's HMAC covers, after the expiry and
+// the token's tag: it names the cookie's purpose (and its format's
+// version), so that no other MAC made with the key could pass for one.
+const sessionMAC = "ratelimitd dashboard session v2"
+
+// tokenTagMAC is what a token's tag is the HMAC of, before the token.
+const tokenTagMAC = "ratelimitd dashboard token tag v2"
+
+// tagSize is the length of a token's tag in a session cookie.
+const tagSize = 8
 
 // sessions issues and checks session cookies. The server keeps no table of
-// sessions: a cookie is its expiry (Unix seconds, 8 bytes) and an
-// HMAC-SHA256 of it under a key drawn at random when the process starts,
-// so a restart (or a forged key) ends every session, and a cookie cannot
-// be made or stretched without the key. Logging out clears the cookie in
-// the browser; a copy of it stays good until it expires.
+// sessions: a cookie is its expiry (Unix seconds, 8 bytes), the tag of the
+// token it was logged in with (tagSize bytes of an HMAC of the token) and
+// an HMAC-SHA256 of both under a key drawn at random when the process
+// starts, so a restart (or a forged key) ends every session, and a cookie
+// cannot be made or stretched without the key. A session lasts while its
+// token is accepted: dropping a token (Options.Tokens) ends the sessions
+// logged in with it, and no other. Logging out clears the cookie in the
+// browser; a copy of it stays good until it expires.
 type sessions struct {
 	key []byte
 }
 
-func (s *sessions) mac(expiry []byte) []byte {
+func (s *sessions) mac(parts ...[]byte) []byte {
 	m := hmac.New(sha256.New, s.key)
-	m.Write(expiry)
-	m.Write([]byte(sessionMAC))
+	for _, p := range parts {
+		m.Write(p)
+	}
 	return m.Sum(nil)
 }
 
-// issue returns a cookie value good until expiry.
-func (s *sessions) issue(expiry time.Time) string {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+sha256.Size), uint64(expiry.Unix()))
-	b = append(b, s.mac(b)...)
+// tag returns the tag of token tok: it names the token in a cookie
+// without showing it.
+func (s *sessions) tag(tok string) []byte {
+	return s.mac([]byte(tokenTagMAC), []byte(tok))[:tagSize]
+}
+
+// issue returns a cookie value good until expiry while tok is accepted.
+func (s *sessions) issue(expiry time.Time, tok string) string {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+tagSize+sha256.Size), uint64(expiry.Unix()))
+	b = append(b, s.tag(tok)...)
+	b = append(b, s.mac(b, []byte(sessionMAC))...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// valid reports whether v is a cookie value issued with s's key and not
-// expired at now.
-func (s *sessions) valid(v string, now time.Time) bool {
+// valid reports whether v is a cookie value issued with s's key, not
+// expired at now, for one of the tokens toks.
+func (s *sessions) valid(v string, now time.Time, toks []string) bool {
 	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil || len(b) != 8+sha256.Size {
+	if err != nil || len(b) != 8+tagSize+sha256.Size {
 		return false
 	}
-	if !hmac.Equal(b[8:], s.mac(b[:8])) {
+	signed := b[:8+tagSize]
+	if !hmac.Equal(b[8+tagSize:], s.mac(signed, []byte(sessionMAC))) {
 		return false
 	}
-	return now.Unix() < int64(binary.BigEndian.Uint64(b[:8]))
+	if now.Unix() >= int64(binary.BigEndian.Uint64(b[:8])) {
+		return false
+	}
+	for _, tok := range toks {
+		if tok != "" && hmac.Equal(b[8:8+tagSize], s.tag(tok)) {
+			return true
+		}
+	}
+	return false
 }
 
-// cookie returns the session cookie for r, good from now for SessionLifetime.
-func (s *sessions) cookie(r *http.Request, now time.Time) *http.Cookie {
+// cookie returns the session cookie for r, logged in with tok, good from
+// now for SessionLifetime while tok is accepted.
+func (s *sessions) cookie(r *http.Request, now time.Time, tok string) *http.Cookie {
 	exp := now.Add(SessionLifetime).Truncate(time.Second)
 	return &http.Cookie{
 		Name:     CookieName,
-		Value:    s.issue(exp),
+		Value:    s.issue(exp, tok),
 		Path:     "/",
 		Expires:  exp,
 		MaxAge:   int(SessionLifetime / time.Second),
@@ -96,8 +123,13 @@ func clearCookie(r *http.Request) *http.Cookie {
 
 // hasSession reports whether r carries a valid session cookie.
 func (h *Handler) hasSession(r *http.Request, now time.Time) bool {
-	for _, c := range r.CookiesNamed(CookieName) {
-		if h.sessions.valid(c.Value, now) {
+	cs := r.CookiesNamed(CookieName)
+	if len(cs) == 0 {
+		return false
+	}
+	toks := h.tokens()
+	for _, c := range cs {
+		if h.sessions.valid(c.Value, now, toks) {
 			return true
 		}
 	}
@@ -105,8 +137,9 @@ func (h *Handler) hasSession(r *http.Request, now time.Time) bool {
 }
 
 // bearer reports whether r carries exactly one Authorization header with
-// the Bearer scheme and the token, compared through its SHA-256 digest in
-// constant time, so that neither its bytes nor its length leak by timing.
+// the Bearer scheme and a token, compared through its SHA-256 digest in
+// constant time (secret.In), so that neither its bytes nor its length leak
+// by timing.
 func (h *Handler) bearer(r *http.Request) bool {
 	vals := r.Header.Values("Authorization")
 	if len(vals) != 1 {
@@ -119,10 +152,8 @@ func (h *Handler) bearer(r *http.Request) bool {
 	return h.tokenMatches(strings.TrimLeft(cred, " "))
 }
 
-func (h *Handler) tokenMatches(tok string) bool {
-	sum := sha256.Sum256([]byte(tok))
-	return subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) == 1
-}
+// tokenMatches reports whether tok is one of the tokens accepted now.
+func (h *Handler) tokenMatches(tok string) bool { return secret.In([]byte(tok), h.tokens()) }
 
 // authorized reports whether r may read the dashboard: a session cookie or
 // the bearer token.

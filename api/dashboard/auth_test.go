@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -170,6 +171,65 @@ func TestSessionRejected(t *testing.T) {
 	check("expired", good)
 }
 
+// TestTokenRotation: with Options.Tokens, any token the function returns
+// logs in and is a bearer token, and a session lasts while the token it
+// was logged in with is returned: dropping the old token ends the old
+// token's sessions and no other.
+func TestTokenRotation(t *testing.T) {
+	t.Parallel()
+	const oldTok, newTok = "old-token-0123456789", "new-token-0123456789"
+	var current atomic.Pointer[[]string]
+	set := func(toks ...string) { current.Store(&toks) }
+	set(oldTok)
+	srv, _ := server(t, Options{Traffic: &TrafficRing{}, Tokens: func() []string { return *current.Load() }})
+	status := func(header map[string]string) int {
+		t.Helper()
+		resp, _ := do(t, nil, http.MethodGet, srv.URL+PathTraffic, "", header)
+		return resp.StatusCode
+	}
+	withCookie := func(v string) map[string]string { return map[string]string{"Cookie": CookieName + "=" + v} }
+	withBearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+
+	if resp, _ := login(t, nil, srv.URL, newTok); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("login with the new token before the rotation: %d, want 401", resp.StatusCode)
+	}
+	resp, _ := login(t, nil, srv.URL, oldTok)
+	oldSession := sessionCookie(t, resp).Value
+
+	set(oldTok, newTok)
+	resp, _ = login(t, nil, srv.URL, newTok)
+	newSession := sessionCookie(t, resp).Value
+	for name, h := range map[string]map[string]string{
+		"the old session": withCookie(oldSession), "the new session": withCookie(newSession),
+		"the old bearer": withBearer(oldTok), "the new bearer": withBearer(newTok),
+	} {
+		if got := status(h); got != http.StatusOK {
+			t.Errorf("during the rotation, %s: %d, want 200", name, got)
+		}
+	}
+
+	set(newTok)
+	for name, c := range map[string]struct {
+		h    map[string]string
+		want int
+	}{
+		"the old session": {withCookie(oldSession), http.StatusUnauthorized},
+		"the old bearer":  {withBearer(oldTok), http.StatusUnauthorized},
+		"the new session": {withCookie(newSession), http.StatusOK},
+		"the new bearer":  {withBearer(newTok), http.StatusOK},
+	} {
+		if got := status(c.h); got != c.want {
+			t.Errorf("after the rotation, %s: %d, want %d", name, got, c.want)
+		}
+	}
+	if resp, body := do(t, nil, http.MethodGet, srv.URL+PathPage, "", withCookie(oldSession)); resp.StatusCode != http.StatusOK || !isLoginForm(body) {
+		t.Errorf("the page with the old session after the rotation: %d, want the login form", resp.StatusCode)
+	}
+	if resp, _ := login(t, nil, srv.URL, oldTok); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("login with the dropped token: %d, want 401", resp.StatusCode)
+	}
+}
+
 // TestBearer: the JSON endpoints take the admin token as a bearer token
 // instead of a cookie; another scheme, a wrong token or two headers do not
 // pass.
@@ -280,5 +340,12 @@ func TestNewOptions(t *testing.T) {
 	}
 	if _, err := New(Options{Token: strings.Repeat("x", 4096)}); err != nil {
 		t.Errorf("a 4096-byte token: %v", err)
+	}
+	toks := func() []string { return []string{"a-token"} }
+	if _, err := New(Options{Token: "a-token", Tokens: toks}); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Tokens") {
+		t.Errorf("Token and Tokens: got %v, want ErrInvalidOption naming Tokens", err)
+	}
+	if _, err := New(Options{Tokens: toks}); err != nil {
+		t.Errorf("Tokens alone: %v", err)
 	}
 }

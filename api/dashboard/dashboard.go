@@ -71,9 +71,15 @@ var files embed.FS
 // endpoint answers 404 and the page shows the panel as not available.
 type Options struct {
 	// Token is the admin token: the login form's secret, and the bearer
-	// token the JSON endpoints accept. Required: 1 to 4096 visible ASCII
-	// characters (no spaces).
+	// token the JSON endpoints accept. Required, unless Tokens is set: 1
+	// to 4096 visible ASCII characters (no spaces).
 	Token string
+	// Tokens, when not nil, replaces Token: any of the tokens it returns,
+	// asked at each request, logs in and is a bearer token, so that they
+	// can change while the handler serves. A session lasts while the token
+	// it was logged in with is among them. It must be safe for concurrent
+	// use.
+	Tokens func() []string
 
 	Traffic Traffic // the live traffic chart; a *TrafficRing the checks record into
 	Top     TopKeys // top keys by hits and by denials
@@ -96,7 +102,7 @@ type Handler struct {
 	opts     Options
 	now      func() time.Time
 	log      *slog.Logger
-	tokenSum [sha256.Size]byte
+	tokens   func() []string // Options.Tokens, or Options.Token alone
 	sessions sessions
 	logins   *loginLimiter
 	login    *template.Template
@@ -117,17 +123,25 @@ var _ http.Handler = (*Handler)(nil)
 // New returns the dashboard's handler, to be served on the admin listener,
 // never on the public one. The error matches ErrInvalidOption.
 func New(opts Options) (*Handler, error) {
-	if err := validToken(opts.Token); err != nil {
-		return nil, err
+	tokens := opts.Tokens
+	switch {
+	case tokens != nil && opts.Token != "":
+		return nil, fmt.Errorf("%w: both Token and Tokens are set", ErrInvalidOption)
+	case tokens == nil:
+		if err := validToken(opts.Token); err != nil {
+			return nil, err
+		}
+		one := []string{opts.Token}
+		tokens = func() []string { return one }
 	}
 	h := &Handler{
-		opts:     opts,
-		now:      opts.Now,
-		log:      opts.Logger,
-		tokenSum: sha256.Sum256([]byte(opts.Token)),
-		logins:   newLoginLimiter(),
-		sims:     make(chan struct{}, maxSimulations),
-		static:   map[string]staticFile{},
+		opts:   opts,
+		now:    opts.Now,
+		log:    opts.Logger,
+		tokens: tokens,
+		logins: newLoginLimiter(),
+		sims:   make(chan struct{}, maxSimulations),
+		static: map[string]staticFile{},
 	}
 	if h.now == nil {
 		h.now = time.Now
@@ -295,12 +309,13 @@ func (h *Handler) serveLogin(w http.ResponseWriter, r *http.Request, now time.Ti
 		h.writeLogin(w, http.StatusBadRequest, "The form could not be read.")
 		return
 	}
-	if !h.tokenMatches(r.PostForm.Get("token")) {
+	tok := r.PostForm.Get("token")
+	if !h.tokenMatches(tok) {
 		h.log.Warn("dashboard login failed", "client", addr)
 		h.writeLogin(w, http.StatusUnauthorized, "Not accepted.")
 		return
 	}
-	http.SetCookie(w, h.sessions.cookie(r, now))
+	http.SetCookie(w, h.sessions.cookie(r, now, tok))
 	w.Header().Set("Cache-Control", noStore)
 	http.Redirect(w, r, PathPage, http.StatusSeeOther)
 }

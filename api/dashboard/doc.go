@@ -31,11 +31,14 @@
 // Secure when the request came over TLS, expiring after SessionLifetime,
 // 12 h), a wrong one 401 and the form again with "Not accepted.", the same
 // answer whatever was wrong. The server keeps no session table: a cookie
-// is its expiry and an HMAC-SHA256 of it under a key drawn at random when
-// the process starts, so a restart ends every session and nothing can make
-// or stretch a cookie without the key. Logging out clears the cookie in the
-// browser only; a copied cookie stays good until it expires. The token is
-// compared by its SHA-256 digest in constant time.
+// is its expiry, a tag of the token it was logged in with, and an
+// HMAC-SHA256 of both under a key drawn at random when the process starts,
+// so a restart ends every session and nothing can make or stretch a cookie
+// without the key. With Options.Tokens the accepted tokens may change: a
+// session lasts while its token is accepted, so dropping a token ends the
+// sessions logged in with it. Logging out clears the cookie in the browser
+// only; a copied cookie stays good until it expires or its token goes. The
+// token is compared by its SHA-256 digest in constant time.
 //
 // Logins are limited per client address, right or wrong: LoginAttempts (10)
 // at once, then one per 6 s, in a token bucket of package table per IPv4

@@ -41,7 +41,7 @@ func (c *clock) Add(d time.Duration) {
 func server(t *testing.T, opts Options) (*httptest.Server, *clock) {
 	t.Helper()
 	c := newClock()
-	if opts.Token == "" {
+	if opts.Token == "" && opts.Tokens == nil {
 		opts.Token = testToken
 	}
 	if opts.Now == nil {

@@ -3,8 +3,6 @@ package resp
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/ratelimitd/ratelimitd/api/internal/secret"
 	"github.com/ratelimitd/ratelimitd/table"
 )
 
@@ -599,25 +598,12 @@ func (s *Server) auth(st *session, args [][]byte) {
 			return
 		}
 	}
-	if user != "default" || s.passwords == nil || !passwordIn(pass, s.passwords()) {
+	if user != "default" || s.passwords == nil || !secret.In(pass, s.passwords()) {
 		s.replyErr(st, id, ResultWrongPass, "WRONGPASS invalid username-password pair or user is disabled.")
 		return
 	}
 	st.authed = true
 	s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
-}
-
-// passwordIn reports whether pass is one of pws (empty ones never match),
-// comparing SHA-256 digests in constant time, each of them, so that neither
-// the length of a password nor which one matched shows in the time taken.
-func passwordIn(pass []byte, pws []string) bool {
-	sum := sha256.Sum256(pass)
-	match := 0
-	for _, pw := range pws {
-		want := sha256.Sum256([]byte(pw))
-		match |= subtle.ConstantTimeCompare(sum[:], want[:]) & subtle.ConstantTimeLessOrEq(1, len(pw))
-	}
-	return match == 1
 }
 
 // client answers CLIENT SETNAME, GETNAME, SETINFO and ID.

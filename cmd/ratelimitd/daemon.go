@@ -45,12 +45,10 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 	}
 	log.Info("descriptor limit", "soft", nofile, "hard", nofileHard)
 
-	var adminToken string
-	if cfg.adminTokenFile != "" {
-		if adminToken, err = readToken(cfg.adminTokenFile); err != nil {
-			log.Error("cannot read the admin token", "err", err)
-			return nil, exitFailure
-		}
+	adminTokens, err := readAdminTokens(cfg, time.Now, log)
+	if err != nil {
+		log.Error("cannot read the admin token", "err", err)
+		return nil, exitFailure
 	}
 	if err := readRedisPassword(cfg, time.Now, log); err != nil {
 		log.Error("cannot read the Redis password", "err", err)
@@ -98,7 +96,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 		prom.ObserveCluster(clusterMetrics(sys))
 	}
 	d := &running{cfg: cfg, log: log, rules: rs, sys: sys, rls: rl, dash: dash, tls: ltls}
-	if !d.listen(ctx, nofile, adminToken, prom) {
+	if !d.listen(ctx, nofile, secretsOf(adminTokens), prom) {
 		d.admin.shutdown(context.Background(), log)
 		d.redis.drain(context.Background(), log)()
 		d.stop()
@@ -134,7 +132,7 @@ func actorsConfig(cfg *config, log *slog.Logger, prom *metrics.Metrics) actors.C
 // listen sizes the connection caps, builds the public handler, starts the
 // admin API and opens the public listener. It reports whether it could,
 // having logged what failed.
-func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, prom *metrics.Metrics) bool {
+func (d *running) listen(ctx context.Context, nofile uint64, adminTokens func() []string, prom *metrics.Metrics) bool {
 	cfg, log := d.cfg, d.log
 	budget, err := connCaps(cfg, d.sys.Stats().Shards, nofile)
 	if err != nil {
@@ -171,7 +169,7 @@ func (d *running) listen(ctx context.Context, nofile uint64, adminToken string, 
 		log.Error("cannot build the HTTP handler", "err", err)
 		return false
 	}
-	if d.admin, err = startAdmin(cfg, adminToken, budget.maxConns, log, d.sys, d.rules, prom, d.dash, d.tls); err != nil {
+	if d.admin, err = startAdmin(cfg, adminTokens, budget.maxConns, log, d.sys, d.rules, prom, d.dash, d.tls); err != nil {
 		log.Error("cannot start the admin API", "err", err)
 		return false
 	}

@@ -66,12 +66,12 @@ func (d *dashData) recorder(prom *metrics.Metrics) httpapi.Metrics {
 
 // mount returns the admin listener's handler: the dashboard in front of
 // the admin API (next), which serves every path the dashboard does not.
-func (d *dashData) mount(next http.Handler, cfg *config, tok string, sys *actors.System, rs *ruleSet, log *slog.Logger) (http.Handler, error) {
+func (d *dashData) mount(next http.Handler, cfg *config, tokens func() []string, sys *actors.System, rs *ruleSet, log *slog.Logger) (http.Handler, error) {
 	if d == nil {
 		return next, nil
 	}
 	opts := dashboard.Options{
-		Token:   tok,
+		Tokens:  tokens,
 		Traffic: &d.traffic,
 		Rules:   rulesPanel{store: rs.store, traffic: &d.rules},
 		Health:  &healthPanel{sys: sys, cfg: cfg, d: d},

@@ -205,7 +205,7 @@ func journalFlags(fs *flag.FlagSet, cfg *config) {
 func rulesFlags(fs *flag.FlagSet, cfg *config) {
 	fs.StringVar(&cfg.rulesFile, "rules", "", "YAML `file` of named rules (rules: [{name, algorithm, scale, limit, burst, shadow, match}]); reloaded when it changes and on SIGHUP")
 	addrFlag(fs, &cfg.adminListen, "admin-listen", "`address` (host:port) of the admin API (rules, reset, inspect); served only with --admin-token-file (default 127.0.0.1:8081)")
-	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token, at least 16 bytes, in a file no group or other user may access (mode 0600 or 0400); without it the admin API is off")
+	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token, at least 16 bytes, in a file no group or other user may access (mode 0600 or 0400): one per line, any of them accepted; re-read when it changes, so a token rotates without a restart; without it the admin API is off")
 }
 
 // proxyFlags defines the flags of proxy mode: the upstream, who the

@@ -44,7 +44,7 @@ func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs 
 	srv, err := resp.New(resp.Options{
 		Checker:     sys,
 		Rules:       rs.store,
-		Passwords:   redisPasswords(cfg),
+		Passwords:   secretsOf(cfg.redis.passwords),
 		MaxConns:    maxConns,
 		IdleTimeout: cfg.redis.idleTimeout,
 		TLSConfig:   lt.config(nil),

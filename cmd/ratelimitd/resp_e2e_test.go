@@ -214,7 +214,7 @@ func TestE2ERedisAuth(t *testing.T) {
 	}
 	for _, n := range []string{"2", "1"} {
 		if _, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool {
-			return rec["msg"] == "redis passwords reloaded" && rec["passwords"] == n && rec["file"] == pwFile
+			return rec["msg"] == "redis password file reloaded" && rec["count"] == n && rec["file"] == pwFile
 		}); err != nil {
 			t.Errorf("no log line of the reload to %s passwords: %v\n%s", n, err, d.logs)
 		}

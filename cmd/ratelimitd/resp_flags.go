@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -73,56 +71,4 @@ func redisListenAddr(s string) (string, error) {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port), nil
-}
-
-// readRedisPassword reads --redis-password-file into cfg.redis.passwords:
-// one password per line (white space around it and empty lines are
-// ignored), any of which AUTH accepts, so that a rotation can accept the
-// old and the new password while clients move over. It refuses a file
-// group or others may access and one with no password. The file is looked
-// at again on an AUTH, at most once per tlsCheckInterval, and read again
-// (by clock) when it changed; a new content it refuses (by the same rules)
-// keeps the last good passwords, logged to log.
-func readRedisPassword(cfg *config, clock func() time.Time, log *slog.Logger) error {
-	path := cfg.redis.passwordFile
-	if path == "" {
-		return nil
-	}
-	const what = "redis password"
-	r := &reloading[[]string]{
-		files: []tlsFile{{name: "--redis-password-file", path: path}},
-		load: func(data [][]byte) (*[]string, error) {
-			var pws []string
-			for line := range strings.Lines(string(data[0])) {
-				if pw := strings.TrimSpace(line); pw != "" {
-					pws = append(pws, pw)
-				}
-			}
-			if len(pws) == 0 {
-				return nil, fmt.Errorf("%s: %s holds no password (only white space); write the password in it, or leave --redis-password-file out to ask no AUTH", what, path)
-			}
-			return &pws, nil
-		},
-		describe: func(pws *[]string) []any { return []any{"passwords", len(*pws)} },
-		readFile: func(f tlsFile) ([]byte, error) { return readSecretFile(what, f.path) },
-		clock:    clock,
-		log:      log,
-		failMsg:  "redis password file reload failed; keeping the last good passwords",
-		okMsg:    "redis passwords reloaded",
-	}
-	if err := r.start(); err != nil {
-		return err
-	}
-	cfg.redis.passwords = r
-	return nil
-}
-
-// redisPasswords is resp.Options.Passwords for cfg: the passwords of
-// --redis-password-file as they are now, or nil when it is not set.
-func redisPasswords(cfg *config) func() []string {
-	r := cfg.redis.passwords
-	if r == nil {
-		return nil
-	}
-	return func() []string { return *r.current() }
 }

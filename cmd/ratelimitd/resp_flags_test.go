@@ -131,8 +131,8 @@ func TestReadRedisPassword(t *testing.T) {
 		switch {
 		case tt.says == "" && err != nil:
 			t.Errorf("%s: %v", tt.name, err)
-		case tt.says == "" && !slices.Equal(redisPasswords(&cfg)(), tt.want):
-			t.Errorf("%s: got %q, want %q", tt.name, redisPasswords(&cfg)(), tt.want)
+		case tt.says == "" && !slices.Equal(secretsOf(cfg.redis.passwords)(), tt.want):
+			t.Errorf("%s: got %q, want %q", tt.name, secretsOf(cfg.redis.passwords)(), tt.want)
 		case tt.says != "" && (err == nil || !strings.Contains(err.Error(), tt.says) || !strings.Contains(err.Error(), path) || !strings.HasPrefix(err.Error(), "redis password: ")):
 			t.Errorf("%s: got %v; want an error naming %s and saying %q", tt.name, err, path, tt.says)
 		}
@@ -142,7 +142,7 @@ func TestReadRedisPassword(t *testing.T) {
 	if err := readRedisPassword(&cfg, time.Now, log); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a missing file: got %v, want the open error", err)
 	}
-	if cfg := defaults; readRedisPassword(&cfg, time.Now, log) != nil || redisPasswords(&cfg) != nil {
+	if cfg := defaults; readRedisPassword(&cfg, time.Now, log) != nil || cfg.redis.passwords != nil {
 		t.Errorf("without --redis-password-file: want no passwords")
 	}
 }
@@ -176,7 +176,7 @@ func TestRedisPasswordRotates(t *testing.T) {
 	if err := readRedisPassword(&cfg, clock.Now, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
 		t.Fatal(err)
 	}
-	pws := redisPasswords(&cfg)
+	pws := secretsOf(cfg.redis.passwords)
 	steps := []struct {
 		content string
 		mode    os.FileMode
@@ -197,11 +197,11 @@ func TestRedisPasswordRotates(t *testing.T) {
 		}
 	}
 	out := logs.String()
-	if n := strings.Count(out, `msg="redis passwords reloaded" file=`+path+" passwords="); n != 2 {
+	if n := strings.Count(out, `msg="redis password file reloaded" file=`+path+" count="); n != 2 {
 		t.Errorf("reload log lines: got %d, want 2:\n%s", n, out)
 	}
 	for _, says := range []string{"holds no password", "is accessible by group or others (mode 0644)"} {
-		if !strings.Contains(out, `msg="redis password file reload failed; keeping the last good passwords"`) || !strings.Contains(out, says) {
+		if !strings.Contains(out, `msg="redis password file reload failed; keeping the last good ones"`) || !strings.Contains(out, says) {
 			t.Errorf("the failed reload saying %q is not logged:\n%s", says, out)
 		}
 	}

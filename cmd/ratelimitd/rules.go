@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/ratelimitd/ratelimitd/actors"
@@ -77,63 +75,6 @@ func (rs *ruleSet) close() {
 	}
 }
 
-// minTokenBytes is the shortest admin token accepted: 16 random bytes are
-// beyond guessing, a short word is not.
-const minTokenBytes = 16
-
-// maxTokenFileBytes bounds what is read of a secret's file.
-const maxTokenFileBytes = 64 << 10
-
-// readToken reads the admin bearer token (see readSecret), refusing a
-// token shorter than minTokenBytes.
-func readToken(path string) (string, error) {
-	tok, err := readSecret("admin token", path)
-	if err != nil {
-		return "", err
-	}
-	if len(tok) < minTokenBytes {
-		return "", fmt.Errorf("admin token: %s holds a token of %d bytes; it must be at least %d bytes (for example 32 random bytes in hex: openssl rand -hex 32)", path, len(tok), minTokenBytes)
-	}
-	return tok, nil
-}
-
-// readSecret reads the secret what (its name in errors) from the file
-// path (see readSecretFile): the file's content without surrounding white
-// space.
-func readSecret(what, path string) (string, error) {
-	b, err := readSecretFile(what, path)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// readSecretFile reads the file path of the secret what (its name in
-// errors), at most maxTokenFileBytes of it. Like ssh with a private key,
-// it refuses a file that group or others may access (any of the mode bits
-// 077), naming the file and what is wrong.
-func readSecretFile(what, path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer f.Close()
-	// The mode of the file opened, not of the path, so a swap in between
-	// cannot slip past the check.
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("%s: %s is accessible by group or others (mode %04o); a secret must be readable by its owner only: chmod 600 %s", what, path, perm, path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", what, path, err)
-	}
-	return b, nil
-}
-
 // adminServer is the admin API on its own listener.
 type adminServer struct {
 	srv    *http.Server
@@ -141,10 +82,10 @@ type adminServer struct {
 }
 
 // startAdmin serves the admin API on --admin-listen, at most maxConns
-// connections at once, with the bearer token tok (read by readToken) when
+// connections at once, with the bearer tokens (read by readAdminTokens) when
 // --admin-token-file is set, behind the dashboard when it is on (dash);
 // over TLS with lt; without the token file it serves nothing (and says so).
-func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, dash *dashData, lt *listenerTLS) (*adminServer, error) {
+func startAdmin(cfg *config, tokens func() []string, maxConns int, log *slog.Logger, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, dash *dashData, lt *listenerTLS) (*adminServer, error) {
 	if cfg.adminTokenFile == "" {
 		log.Info("admin API off: no --admin-token-file")
 		return nil, nil
@@ -153,7 +94,7 @@ func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *ac
 	opts := admin.Options{
 		Backend: adminBackend{sys},
 		Rules:   rs.store,
-		Token:   tok,
+		Tokens:  tokens,
 		Logger:  alog,
 		Cluster: clusterStatus(sys),
 		OnRulesChanged: func(s *rules.Set) {
@@ -167,7 +108,7 @@ func startAdmin(cfg *config, tok string, maxConns int, log *slog.Logger, sys *ac
 	if err != nil {
 		return nil, err
 	}
-	if h, err = dash.mount(h, cfg, tok, sys, rs, alog); err != nil {
+	if h, err = dash.mount(h, cfg, tokens, sys, rs, alog); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.adminListen)

@@ -375,6 +375,88 @@ func TestE2EEmptyRulesFile(t *testing.T) {
 	}
 }
 
+// TestE2EAdminTokenRotation: a rewritten admin token file is taken without
+// a restart, by the admin API and the dashboard alike: a second line is a
+// second token, and a dropped token is refused, its dashboard session
+// ended, while the new token's session goes on.
+func TestE2EAdminTokenRotation(t *testing.T) {
+	t.Parallel()
+	const oldTok, newTok = "old-token-0123456789abcdef", "new-token-0123456789abcdef"
+	path := filepath.Join(t.TempDir(), "token")
+	writeFile(t, path, oldTok+"\n")
+	d := startDaemon(t, "--admin-token-file", path, "--admin-listen", "127.0.0.1:0")
+	line, err := d.logs.waitLine(startTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "admin listening" })
+	if err != nil {
+		t.Fatalf("no admin listening line: %v\n%s", err, d.logs)
+	}
+	base := "http://" + line["addr"]
+	status := func(tok string) int { return adminDo(t, "GET", base+"/stats", tok, "").status }
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	login := func(tok string) *http.Cookie {
+		t.Helper()
+		resp, err := client.PostForm(base+"/login", url.Values{"token": {tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, c := range resp.Cookies() {
+			if c.Name == "ratelimitd_dashboard" {
+				return c
+			}
+		}
+		t.Fatalf("login with a token: %d, no session cookie", resp.StatusCode)
+		return nil
+	}
+	session := func(c *http.Cookie) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/dashboard/health", nil)
+		req.AddCookie(c)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(newTok); got != http.StatusUnauthorized {
+		t.Fatalf("the new token before the rotation: %d, want 401", got)
+	}
+	oldSession := login(oldTok)
+
+	writeFile(t, path, oldTok+"\n"+newTok+"\n")
+	waitFor(t, pollTimeout, "the new token accepted", func() bool { return status(newTok) == http.StatusOK })
+	newSession := login(newTok)
+	if got := status(oldTok); got != http.StatusOK {
+		t.Errorf("the old token during the rotation: %d, want 200", got)
+	}
+
+	writeFile(t, path, newTok+"\n")
+	waitFor(t, pollTimeout, "the old token refused", func() bool { return status(oldTok) == http.StatusUnauthorized })
+	if got := status(newTok); got != http.StatusOK {
+		t.Errorf("the new token after the rotation: %d, want 200", got)
+	}
+	if got := session(oldSession); got != http.StatusUnauthorized {
+		t.Errorf("the old token's dashboard session after the rotation: %d, want 401", got)
+	}
+	if got := session(newSession); got != http.StatusOK {
+		t.Errorf("the new token's dashboard session after the rotation: %d, want 200", got)
+	}
+
+	// A token the start would refuse keeps the last good ones, logged.
+	writeFile(t, path, "short\n")
+	waitFor(t, pollTimeout, "the refused reload logged", func() bool {
+		status(newTok) // the file is looked at on a request
+		logs := d.logs.String()
+		return strings.Contains(logs, "admin token file reload failed; keeping the last good ones") && strings.Contains(logs, "line 1, holds a token of 5 bytes")
+	})
+	if got := status(newTok); got != http.StatusOK {
+		t.Errorf("the new token after a refused rewrite: %d, want 200", got)
+	}
+	if strings.Contains(d.logs.String(), oldTok) || strings.Contains(d.logs.String(), newTok) {
+		t.Errorf("a token is in the log:\n%s", d.logs)
+	}
+}
+
 // TestE2EAdminTokenFile: like ssh with a private key, the daemon refuses an
 // admin token file that group or others may access, or a token shorter than
 // 16 bytes (after the trailing newline is trimmed), naming the file and the
