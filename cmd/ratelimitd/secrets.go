@@ -42,8 +42,8 @@ type secretFile struct {
 }
 
 // loadSecrets reads f (see the comment above), returning an error that
-// begins with f.what and names the file when it refuses it; reloads log to
-// log by clock.
+// names the file (and, for a secret it refuses, its line and the rule) when
+// it cannot; reloads log to log, and are looked for by clock.
 func loadSecrets(f secretFile, clock func() time.Time, log *slog.Logger) (*reloading[[]string], error) {
 	r := &reloading[[]string]{
 		files: []tlsFile{{name: "--" + f.flag, path: f.path}},
