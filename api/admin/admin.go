@@ -120,8 +120,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 		if err := validToken(opts.Token); err != nil {
 			return nil, err
 		}
-		one := []string{opts.Token}
-		tokens = func() []string { return one }
+		tokens = secret.Fixed(opts.Token)
 	}
 	a := &admin{
 		Responder: httpwire.Responder{DenyStatus: http.StatusRequestEntityTooLarge},

@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratelimitd/ratelimitd/api/internal/secret"
 )
 
 // Errors of New, matched with errors.Is.
@@ -131,8 +133,7 @@ func New(opts Options) (*Handler, error) {
 		if err := validToken(opts.Token); err != nil {
 			return nil, err
 		}
-		one := []string{opts.Token}
-		tokens = func() []string { return one }
+		tokens = secret.Fixed(opts.Token)
 	}
 	h := &Handler{
 		opts:   opts,

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimitd/ratelimitd/api/internal/secret"
 	"github.com/ratelimitd/ratelimitd/api/rules"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -259,9 +260,8 @@ func New(opts Options) (*Server, error) {
 
 		refusing: make(chan struct{}, maxTLSRefusals),
 	}
-	if pw := o.Password; pw != "" {
-		one := []string{pw}
-		s.passwords = func() []string { return one }
+	if o.Password != "" {
+		s.passwords = secret.Fixed(o.Password)
 	}
 	s.each, _ = o.Checker.(EachChecker)
 	s.resetter, _ = o.Checker.(IDResetter)

@@ -22,3 +22,10 @@ func In(given []byte, secrets []string) bool {
 	}
 	return match == 1
 }
+
+// Fixed returns a source of the secrets that always returns s alone: the
+// transports' fixed Password or Token as their Passwords or Tokens.
+func Fixed(s string) func() []string {
+	one := []string{s}
+	return func() []string { return one }
+}

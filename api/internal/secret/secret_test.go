@@ -28,3 +28,17 @@ func TestIn(t *testing.T) {
 		t.Error("In with no secret (or only an empty one): got true")
 	}
 }
+
+// TestFixed: a fixed source returns its one secret, every time.
+func TestFixed(t *testing.T) {
+	t.Parallel()
+	f := Fixed("s3cret")
+	for range 2 {
+		if got := f(); len(got) != 1 || got[0] != "s3cret" {
+			t.Fatalf("Fixed: got %q, want [s3cret]", got)
+		}
+	}
+	if !In([]byte("s3cret"), f()) || In([]byte("other"), f()) {
+		t.Error("In with a fixed source: wrong answer")
+	}
+}
