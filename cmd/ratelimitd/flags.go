@@ -132,7 +132,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("ratelimitd", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: ratelimitd [flags]\n       ratelimitd proxy --upstream URL [flags]\n\nA rate-limiting HTTP server, or (proxy) a rate-limiting reverse proxy. Flags may be written with one or two dashes.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: ratelimitd [flags]\n       ratelimitd proxy --upstream URL [flags]\n       ratelimitd check [proxy] [flags]\n\nA rate-limiting HTTP server, or (proxy) a rate-limiting reverse proxy; check reads the files the flags name (rules, RLS config, secrets, TLS) as the start would, reports each, and starts nothing (exit 0: all good, 1: one is not). Flags may be written with one or two dashes.\n\n")
 		fs.PrintDefaults()
 	}
 	serverFlags(fs, cfg)

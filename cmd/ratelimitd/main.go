@@ -11,6 +11,10 @@
 //
 //	ratelimitd [flags]
 //	ratelimitd proxy --upstream URL [flags]
+//	ratelimitd check [proxy] [flags]
+//
+// check reads the files the flags name as the start would and reports
+// each, starting nothing (see checkFiles).
 //
 // Flags may be written with one dash or two; README.md's flags table lists
 // every one with its default (TestREADMEFlags keeps it in step with the
@@ -75,6 +79,10 @@ func main() {
 // returns the process exit code. Logs go to stderr; only --version and
 // --help write to stdout.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	check := len(args) > 0 && args[0] == checkCommand
+	if check {
+		args = args[1:]
+	}
 	cfg, err := parseFlags(args, stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -84,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case cfg.version:
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
+	case check:
+		return checkFiles(&cfg, stdout, stderr)
 	}
 	log := newLogger(stderr, cfg.logFormat, cfg.logLevel)
 	log.Info("starting",
