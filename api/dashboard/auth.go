@@ -5,15 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"net"
 	"net/http"
-	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/api/internal/secret"
-	"github.com/ratelimitd/ratelimitd/table"
 )
 
 // Sessions and logins.
@@ -161,46 +157,7 @@ func (h *Handler) authorized(r *http.Request, now time.Time) bool {
 	return h.hasSession(r, now) || h.bearer(r)
 }
 
-// loginLimiter limits login attempts per client address with a token
-// bucket of LoginAttempts refilled at LoginAttempts a minute, kept in a
-// table of package table (bounded: the bucket closest to full goes first).
-type loginLimiter struct {
-	mu sync.Mutex
-	t  *table.Table
-}
-
-func newLoginLimiter() *loginLimiter {
-	return &loginLimiter{t: table.New(table.Config{MaxBuckets: maxLoginAddresses, Evict: true})}
-}
-
-var loginPolicy = table.Policy{Algorithm: table.TokenBucket, Scale: time.Minute, Limit: LoginAttempts}
-
-// allow counts one attempt from addr at now and reports whether it may go
-// on, or else how long until the next one may.
-func (l *loginLimiter) allow(addr string, now time.Time) (bool, time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	d := l.t.Apply(table.Request{ID: addr, Policy: loginPolicy, Hits: 1}, now)
-	l.t.DeleteExpired(now, 16) // full buckets are expired: keep the table small
-	return d.Allowed, d.RetryAfter
-}
-
-// clientKey names r's client for the login limiter: its IPv4 address, or
-// the /64 of its IPv6 address (one host commonly holds a whole /64). The
-// address is the connection's: the admin listener is not behind a proxy.
-func clientKey(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return "?" + host
-	}
-	a = a.Unmap().WithZone("")
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
+// clientKey names r's client for the login limiter (secret.ClientKey):
+// the address is the connection's, as the admin listener is not behind a
+// proxy.
+func clientKey(r *http.Request) string { return secret.ClientKey(r.RemoteAddr) }

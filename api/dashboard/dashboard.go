@@ -106,7 +106,7 @@ type Handler struct {
 	log      *slog.Logger
 	tokens   func() []string // Options.Tokens, or Options.Token alone
 	sessions sessions
-	logins   *loginLimiter
+	logins   *secret.Limiter
 	login    *template.Template
 	page     []byte
 	static   map[string]staticFile
@@ -140,7 +140,7 @@ func New(opts Options) (*Handler, error) {
 		now:    opts.Now,
 		log:    opts.Logger,
 		tokens: tokens,
-		logins: newLoginLimiter(),
+		logins: secret.NewLimiter(LoginAttempts, maxLoginAddresses),
 		sims:   make(chan struct{}, maxSimulations),
 		static: map[string]staticFile{},
 	}
@@ -298,8 +298,8 @@ func (h *Handler) writeLogin(w http.ResponseWriter, status int, msg string) {
 // saying no more.
 func (h *Handler) serveLogin(w http.ResponseWriter, r *http.Request, now time.Time) {
 	addr := clientKey(r)
-	if ok, retry := h.logins.allow(addr, now); !ok {
-		secs := max(int64((retry+time.Second-1)/time.Second), 1)
+	if ok, retry := h.logins.Spend(addr, now); !ok {
+		secs := secret.RetrySeconds(retry)
 		h.log.Warn("dashboard login limited", "client", addr, "retry_after_s", secs)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		h.writeLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many attempts from this address: try again in %d s.", secs))

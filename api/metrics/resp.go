@@ -53,7 +53,7 @@ func (m *Metrics) ObserveRESP(maxConns int) *RESP {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
 		cmdDesc: prometheus.NewDesc("ratelimitd_redis_commands_total",
-			"Redis protocol commands answered, by command (lower case; unknown for any other) and result: ok, allowed, denied, shadow_denied, full, invalid, error, noauth, wrongpass or queued (by MULTI; EXEC counts the command again with its reply's result).",
+			"Redis protocol commands answered, by command (lower case; unknown for any other) and result: ok, allowed, denied, shadow_denied, full, invalid, error, noauth, wrongpass, auth_limited (an AUTH refused unread after too many failures from its address) or queued (by MULTI; EXEC counts the command again with its reply's result).",
 			[]string{"command", "result"}, nil),
 		eventDesc: prometheus.NewDesc("ratelimitd_redis_connection_events_total",
 			"Redis protocol connection events: opened, closed, rejected (over --redis-max-conns), protocol_error and timed_out (each then closed).",

@@ -110,6 +110,9 @@ func (c cmdID) beforeAuth() bool { return c == cmdAuth || c == cmdHello || c == 
 type session struct {
 	id     uint64
 	authed bool
+	// client is the client's address as the AUTH failures are counted by
+	// (secret.ClientKey).
+	client string
 	name   string
 	// tx is the transaction MULTI began, nil outside one.
 	tx *transaction
@@ -157,7 +160,7 @@ func (c *check) req() table.Request {
 // their replies written in one write.
 func (s *Server) serveConn(c *frameConn) {
 	defer func() { _ = c.Close() }()
-	st := s.newSession()
+	st := s.newSession(c.nc.RemoteAddr())
 	for {
 		frames, err := c.frames()
 		if err != nil {
@@ -178,9 +181,14 @@ func (s *Server) serveConn(c *frameConn) {
 	}
 }
 
-// newSession returns the state of a new connection.
-func (s *Server) newSession() *session {
-	return &session{id: s.nextID.Add(1), authed: s.passwords == nil}
+// newSession returns the state of a new connection from the client at
+// addr.
+func (s *Server) newSession(addr net.Addr) *session {
+	st := &session{id: s.nextID.Add(1), authed: s.passwords == nil}
+	if addr != nil {
+		st.client = secret.ClientKey(addr.String())
+	}
+	return st
 }
 
 // serveFrames answers the commands of frames, whole frames as the scanner
@@ -597,8 +605,19 @@ func (s *Server) auth(st *session, args [][]byte) {
 			s.reply(st, id, ResultOK, redcon.AppendOK(st.out))
 			return
 		}
+		s.replyErr(st, id, ResultWrongPass, "WRONGPASS invalid username-password pair or user is disabled.")
+		return
 	}
-	if user != "default" || s.passwords == nil || !secret.In(pass, s.passwords()) {
+	now := s.opts.Now()
+	if ok, retry := s.authFailures.Allowed(st.client, now); !ok {
+		s.replyErr(st, id, ResultAuthLimited, fmt.Sprintf("ERR too many failed AUTH attempts from this address; retry in %d s", secret.RetrySeconds(retry)))
+		return
+	}
+	if user != "default" || !secret.In(pass, s.passwords()) {
+		s.authFailures.Spend(st.client, now)
+		if ok, retry := s.authFailures.Allowed(st.client, now); !ok {
+			s.log.Warn("resp: AUTH refused for a while after too many failures from one address", "client", st.client, "retry_after_s", secret.RetrySeconds(retry))
+		}
 		s.replyErr(st, id, ResultWrongPass, "WRONGPASS invalid username-password pair or user is disabled.")
 		return
 	}

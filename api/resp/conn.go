@@ -107,7 +107,7 @@ func newFrameConn(nc net.Conn, s *Server, loop bool) *frameConn {
 	c.sc = scanner{maxArgs: int64(s.opts.MaxArgs), maxBulk: int64(s.opts.MaxBulk), maxInline: int64(s.opts.MaxInline)}
 	if loop {
 		if c.fd = detach(nc); c.fd >= 0 {
-			c.st = s.newSession()
+			c.st = s.newSession(nc.RemoteAddr())
 			c.quiet = true
 			return c
 		}

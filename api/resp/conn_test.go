@@ -1,7 +1,9 @@
 package resp_test
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"runtime"
 	"slices"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
 	"github.com/ratelimitd/ratelimitd/api/resp"
 )
 
@@ -212,6 +215,65 @@ func TestAuth(t *testing.T) {
 		if got := obs.command(key); got < want {
 			t.Errorf("observer %q: got %d, want at least %d", key, got, want)
 		}
+	}
+}
+
+// TestAuthFailuresLimited: an address that fails AUTH AuthFailures (10)
+// times at once is refused, its password not even compared, until its
+// budget refills (one failure per 6 s); successful AUTHs count nothing (a
+// pool of many connections is never limited), another address is not
+// affected, and the refusals are counted as auth_limited.
+func TestAuthFailuresLimited(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	obs := newCounter()
+	clock := clocktest.New(epoch)
+	_, addr := startServer(t, resp.Options{Checker: sys, Password: "s3cret", Observer: obs, Now: clock.Now})
+	wrong := "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+	c := dialRaw(t, addr)
+	for range 30 { // right ones spend nothing
+		c.exchange(rawStep{frame("AUTH", "s3cret"), "+OK\r\n"})
+	}
+	for i := range resp.AuthFailures {
+		c.exchange(rawStep{frame("AUTH", "wrong-"+strconv.Itoa(i)), wrong})
+	}
+	limited := "-ERR too many failed AUTH attempts from this address; retry in 6 s\r\n"
+	c.exchange(
+		rawStep{frame("AUTH", "s3cret"), limited}, // not compared
+		rawStep{frame("AUTH", "default", "wrong"), limited},
+		rawStep{frame("PING"), "+PONG\r\n"}, // logged in before: still so
+	)
+	fresh := dialRaw(t, addr)
+	fresh.exchange(
+		rawStep{frame("AUTH", "s3cret"), limited}, // the address, not the connection
+		rawStep{frame("PING"), "-NOAUTH Authentication required.\r\n"},
+	)
+
+	// Another address (127.0.0.2 is loopback too) has its own budget.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(time.Minute))
+	other := &rawConn{t: t, nc: nc, rd: bufio.NewReader(nc)}
+	other.exchange(rawStep{frame("AUTH", "wrong"), wrong}, rawStep{frame("AUTH", "s3cret"), "+OK\r\n"})
+
+	clock.Advance(5 * time.Second)
+	fresh.exchange(rawStep{frame("AUTH", "s3cret"), "-ERR too many failed AUTH attempts from this address; retry in 1 s\r\n"})
+	clock.Advance(time.Second) // one failure's worth back
+	fresh.exchange(
+		rawStep{frame("AUTH", "nope"), wrong},
+		rawStep{frame("AUTH", "s3cret"), limited},
+	)
+	clock.Advance(6 * time.Second)
+	fresh.exchange(rawStep{frame("AUTH", "s3cret"), "+OK\r\n"}, rawStep{frame("PING"), "+PONG\r\n"})
+	if got := obs.command("auth auth_limited"); got != 5 {
+		t.Errorf("observer auth auth_limited: got %d, want 5", got)
+	}
+	if got := obs.command("auth wrongpass"); got != resp.AuthFailures+2 {
+		t.Errorf("observer auth wrongpass: got %d, want %d", got, resp.AuthFailures+2)
 	}
 }
 

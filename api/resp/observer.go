@@ -69,6 +69,9 @@ const (
 	ResultNoAuth Result = "noauth"
 	// ResultWrongPass is an AUTH with a wrong password.
 	ResultWrongPass Result = "wrongpass"
+	// ResultAuthLimited is an AUTH refused unread because its client's
+	// address failed AUTH too often (see AuthFailures).
+	ResultAuthLimited Result = "auth_limited"
 	// ResultQueued is a command queued by MULTI; EXEC reports it again
 	// with the result of its reply.
 	ResultQueued Result = "queued"
@@ -89,7 +92,7 @@ const (
 // Results returns every Result Observer.Command reports.
 func Results() []Result {
 	return []Result{ResultOK, ResultAllowed, ResultDenied, ResultShadowDenied, ResultFull,
-		ResultInvalid, ResultError, ResultNoAuth, ResultWrongPass, ResultQueued}
+		ResultInvalid, ResultError, ResultNoAuth, ResultWrongPass, ResultAuthLimited, ResultQueued}
 }
 
 // ConnEvents returns every ConnEvent Observer.Conn reports.

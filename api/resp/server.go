@@ -67,6 +67,20 @@ const (
 	DefaultWriteTimeout = 10 * time.Second
 )
 
+// The limit of failed AUTHs.
+const (
+	// AuthFailures is how many failed AUTHs a client address (an IPv4
+	// address, or an IPv6 /64) may make at once, and then per minute; past
+	// it, an AUTH from it is answered "ERR too many failed AUTH attempts
+	// from this address; retry in N s" without its password being
+	// compared. Successful AUTHs count nothing, so a pool that opens many
+	// connections at once is never limited.
+	AuthFailures = 10
+	// maxAuthClients bounds the addresses the limit remembers (the one
+	// closest to its full budget goes first).
+	maxAuthClients = 4096
+)
+
 // Options configures New. Only Checker is required; zero limits mean the
 // documented defaults.
 type Options struct {
@@ -203,7 +217,10 @@ type Server struct {
 	// passwords returns the passwords AUTH accepts: Options.Passwords, or
 	// Options.Password alone; nil when no AUTH is asked.
 	passwords func() []string
-	started   time.Time
+	// authFailures limits the failed AUTHs per client address; nil when
+	// no AUTH is asked.
+	authFailures *secret.Limiter
+	started      time.Time
 
 	// ctx is the context of the checks, canceled when Shutdown gives up
 	// waiting or Close is called.
@@ -262,6 +279,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if o.Password != "" {
 		s.passwords = secret.Fixed(o.Password)
+	}
+	if s.passwords != nil {
+		s.authFailures = secret.NewLimiter(AuthFailures, maxAuthClients)
 	}
 	s.each, _ = o.Checker.(EachChecker)
 	s.resetter, _ = o.Checker.(IDResetter)

@@ -199,25 +199,48 @@ func TestE2ERedisAuth(t *testing.T) {
 
 	// A rotation through the file, without a restart: the old and the new
 	// password, then the new one alone. The file is looked at again on an
-	// AUTH, at most once a second.
+	// AUTH, at most once a second: the polls AUTH with a password good
+	// before and after (a failed AUTH would count toward the limit below).
 	auth := func(pw string) string { return redisCLI(t, addr, "AUTH \""+pw+"\"\n") }
+	reloaded := func(n string) bool {
+		lines, _ := d.logs.lines()
+		return slices.ContainsFunc(lines, func(l string) bool {
+			rec, err := parseLogLine(l)
+			return err == nil && rec["msg"] == "redis password file reloaded" && rec["count"] == n && rec["file"] == pwFile
+		})
+	}
 	wrongPass := "WRONGPASS invalid username-password pair or user is disabled.\n\n"
 	writeFile(t, pwFile, "open sesame\nnext one\n")
-	waitFor(t, pollTimeout, "the new password accepted", func() bool { return auth("next one") == "OK\n" })
-	if got := auth("open sesame"); got != "OK\n" {
-		t.Errorf("the old password during the rotation: got %q, want OK", got)
+	waitFor(t, pollTimeout, "the reload to two passwords", func() bool { return auth("open sesame") == "OK\n" && reloaded("2") })
+	if got := auth("next one"); got != "OK\n" {
+		t.Errorf("the new password during the rotation: got %q, want OK", got)
 	}
 	writeFile(t, pwFile, "next one\n")
-	waitFor(t, pollTimeout, "the old password refused", func() bool { return auth("open sesame") == wrongPass })
+	waitFor(t, pollTimeout, "the reload to one password", func() bool { return auth("next one") == "OK\n" && reloaded("1") })
+	if got := auth("open sesame"); got != wrongPass {
+		t.Errorf("the dropped password: got %q, want WRONGPASS", got)
+	}
 	if got, want := redisCLI(t, addr, "", "--no-auth-warning", "-a", "next one", "CL.THROTTLE", "k2", "0", "1", "60"), lines(0, 1, 0, -1, 60); got != want {
 		t.Errorf("redis-cli -a with the new password: got %q, want %q", got, want)
 	}
-	for _, n := range []string{"2", "1"} {
-		if _, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool {
-			return rec["msg"] == "redis password file reloaded" && rec["count"] == n && rec["file"] == pwFile
-		}); err != nil {
-			t.Errorf("no log line of the reload to %s passwords: %v\n%s", n, err, d.logs)
-		}
+
+	// Failed AUTHs from one address are limited: 2 so far, 8 more, then
+	// even the right password is refused, unread.
+	var fails strings.Builder
+	for range 8 {
+		fails.WriteString("AUTH wrong\n")
+	}
+	if got := redisCLI(t, addr, fails.String()); got != strings.Repeat(wrongPass, 8) {
+		t.Errorf("8 more wrong passwords: got %q", got)
+	}
+	if got := auth("next one"); !strings.HasPrefix(got, "ERR too many failed AUTH attempts from this address; retry in ") {
+		t.Errorf("the right password after 10 failures: got %q, want the limit's refusal", got)
+	}
+	if v, found := d.metric(t, `ratelimitd_redis_commands_total{command="auth",result="auth_limited"}`); !found || v != 1 {
+		t.Errorf("auth_limited in /metrics: got %v (found %v), want 1", v, found)
+	}
+	if !strings.Contains(d.logs.String(), "AUTH refused for a while after too many failures from one address") {
+		t.Errorf("the limit is not logged:\n%s", d.logs)
 	}
 
 	for name, tc := range map[string]struct {

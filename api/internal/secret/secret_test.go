@@ -1,6 +1,9 @@
 package secret
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestIn: a given secret matches when it equals any of the secrets, byte
 // for byte; a prefix, an extension, another case or an empty secret does
@@ -40,5 +43,54 @@ func TestFixed(t *testing.T) {
 	}
 	if !In([]byte("s3cret"), f()) || In([]byte("other"), f()) {
 		t.Error("In with a fixed source: wrong answer")
+	}
+}
+
+// TestLimiter: Spend counts attempts, burst at once and then burst a
+// minute, per client; Allowed counts nothing.
+func TestLimiter(t *testing.T) {
+	t.Parallel()
+	l := NewLimiter(3, 16)
+	now := time.Unix(1_000_000, 0)
+	for i := range 3 {
+		if ok, _ := l.Allowed("a", now); !ok {
+			t.Fatalf("attempt %d: not allowed", i+1)
+		}
+		if ok, _ := l.Spend("a", now); !ok {
+			t.Fatalf("attempt %d: refused", i+1)
+		}
+	}
+	if ok, retry := l.Allowed("a", now); ok || retry != 20*time.Second {
+		t.Errorf("after 3: got %v, %v; want refused for 20s", ok, retry)
+	}
+	if ok, retry := l.Spend("a", now); ok || RetrySeconds(retry) != 20 {
+		t.Errorf("a 4th attempt: got %v, %v; want refused for 20s", ok, retry)
+	}
+	if ok, _ := l.Spend("b", now); !ok {
+		t.Error("another client: refused")
+	}
+	if ok, _ := l.Allowed("a", now.Add(20*time.Second)); !ok {
+		t.Error("20s on: still refused")
+	}
+	if RetrySeconds(0) != 1 || RetrySeconds(1500*time.Millisecond) != 2 {
+		t.Errorf("RetrySeconds: got %d and %d, want 1 and 2", RetrySeconds(0), RetrySeconds(1500*time.Millisecond))
+	}
+}
+
+// TestClientKey: an IPv4 address stands for itself (mapped into IPv6
+// too), an IPv6 address for its /64; a port and a zone are dropped.
+func TestClientKey(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]string{
+		"192.0.2.7:5000":             "192.0.2.7",
+		"[::ffff:192.0.2.7]:5000":    "192.0.2.7",
+		"[2001:db8:1:2:3:4:5:6]:443": "2001:db8:1:2::/64",
+		"[fe80::1%eth0]:80":          "fe80::/64",
+		"192.0.2.7":                  "192.0.2.7",
+		"not an address":             "?not an address",
+	} {
+		if got := ClientKey(addr); got != want {
+			t.Errorf("ClientKey(%q) = %q, want %q", addr, got, want)
+		}
 	}
 }

@@ -1,0 +1,77 @@
+package secret
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// Limiter limits the attempts at a secret per client: a token bucket of
+// burst attempts per client key, refilled at burst a minute, in a table of
+// package table bounded to maxClients keys (when full, the bucket closest
+// to full goes first, so a flood of new addresses cannot lift the limit
+// of one that is spent). It is safe for concurrent use.
+type Limiter struct {
+	mu     sync.Mutex
+	t      *table.Table
+	policy table.Policy
+}
+
+// NewLimiter returns a Limiter of burst attempts a minute per client,
+// remembering at most maxClients clients.
+func NewLimiter(burst int64, maxClients int) *Limiter {
+	return &Limiter{
+		t:      table.New(table.Config{MaxBuckets: maxClients, Evict: true}),
+		policy: table.Policy{Algorithm: table.TokenBucket, Scale: time.Minute, Limit: burst},
+	}
+}
+
+// Spend counts one attempt of client at now and reports whether it was
+// within the limit, or else how long until the next one is.
+func (l *Limiter) Spend(client string, now time.Time) (bool, time.Duration) {
+	return l.apply(client, 1, now)
+}
+
+// Allowed reports whether client may attempt at now, without counting an
+// attempt, or else how long until it may.
+func (l *Limiter) Allowed(client string, now time.Time) (bool, time.Duration) {
+	return l.apply(client, 0, now)
+}
+
+func (l *Limiter) apply(client string, hits int64, now time.Time) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.t.Apply(table.Request{ID: client, Policy: l.policy, Hits: hits}, now)
+	l.t.DeleteExpired(now, 16) // full buckets are expired: keep the table small
+	return d.Allowed, d.RetryAfter
+}
+
+// RetrySeconds is retry in whole seconds, rounded up, at least 1: what a
+// refused client is told to wait.
+func RetrySeconds(retry time.Duration) int64 {
+	return max(int64((retry+time.Second-1)/time.Second), 1)
+}
+
+// ClientKey names the client at addr (host:port, or a host) for a
+// Limiter: its IPv4 address, or the /64 of its IPv6 address (one host
+// commonly holds a whole /64); an address that does not parse is kept as
+// it is, behind a '?'.
+func ClientKey(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return "?" + host
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
