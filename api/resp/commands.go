@@ -608,15 +608,19 @@ func (s *Server) auth(st *session, args [][]byte) {
 		s.replyErr(st, id, ResultWrongPass, "WRONGPASS invalid username-password pair or user is disabled.")
 		return
 	}
-	now := s.opts.Now()
-	if ok, retry := s.authFailures.Allowed(st.client, now); !ok {
-		s.replyErr(st, id, ResultAuthLimited, fmt.Sprintf("ERR too many failed AUTH attempts from this address; retry in %d s", secret.RetrySeconds(retry)))
-		return
+	lim, now := s.authFailures, s.opts.Now()
+	if lim != nil {
+		if ok, retry := lim.Allowed(st.client, now); !ok {
+			s.replyErr(st, id, ResultAuthLimited, fmt.Sprintf("ERR too many failed AUTH attempts from this address; retry in %d s", secret.RetrySeconds(retry)))
+			return
+		}
 	}
 	if user != "default" || !secret.In(pass, s.passwords()) {
-		s.authFailures.Spend(st.client, now)
-		if ok, retry := s.authFailures.Allowed(st.client, now); !ok {
-			s.log.Warn("resp: AUTH refused for a while after too many failures from one address", "client", st.client, "retry_after_s", secret.RetrySeconds(retry))
+		if lim != nil {
+			lim.Spend(st.client, now)
+			if ok, retry := lim.Allowed(st.client, now); !ok {
+				s.log.Warn("resp: AUTH refused for a while after too many failures from one address", "client", st.client, "retry_after_s", secret.RetrySeconds(retry))
+			}
 		}
 		s.replyErr(st, id, ResultWrongPass, "WRONGPASS invalid username-password pair or user is disabled.")
 		return

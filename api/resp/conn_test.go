@@ -218,7 +218,7 @@ func TestAuth(t *testing.T) {
 	}
 }
 
-// TestAuthFailuresLimited: an address that fails AUTH AuthFailures (10)
+// TestAuthFailuresLimited: an address that fails AUTH DefaultAuthFailures (10)
 // times at once is refused, its password not even compared, until its
 // budget refills (one failure per 6 s); successful AUTHs count nothing (a
 // pool of many connections is never limited), another address is not
@@ -234,7 +234,7 @@ func TestAuthFailuresLimited(t *testing.T) {
 	for range 30 { // right ones spend nothing
 		c.exchange(rawStep{frame("AUTH", "s3cret"), "+OK\r\n"})
 	}
-	for i := range resp.AuthFailures {
+	for i := range resp.DefaultAuthFailures {
 		c.exchange(rawStep{frame("AUTH", "wrong-"+strconv.Itoa(i)), wrong})
 	}
 	limited := "-ERR too many failed AUTH attempts from this address; retry in 6 s\r\n"
@@ -272,9 +272,30 @@ func TestAuthFailuresLimited(t *testing.T) {
 	if got := obs.command("auth auth_limited"); got != 5 {
 		t.Errorf("observer auth auth_limited: got %d, want 5", got)
 	}
-	if got := obs.command("auth wrongpass"); got != resp.AuthFailures+2 {
-		t.Errorf("observer auth wrongpass: got %d, want %d", got, resp.AuthFailures+2)
+	if got := obs.command("auth wrongpass"); got != resp.DefaultAuthFailures+2 {
+		t.Errorf("observer auth wrongpass: got %d, want %d", got, resp.DefaultAuthFailures+2)
 	}
+}
+
+// TestAuthFailuresOptions: AuthFailures sets the number of failures an
+// address may make; a negative one turns the limit off.
+func TestAuthFailuresOptions(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	wrong := "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+	_, addr := startServer(t, resp.Options{Checker: sys, Password: "s3cret", AuthFailures: 2})
+	c := dialRaw(t, addr)
+	c.exchange(
+		rawStep{frame("AUTH", "a"), wrong},
+		rawStep{frame("AUTH", "b"), wrong},
+		rawStep{frame("AUTH", "s3cret"), "-ERR too many failed AUTH attempts from this address; retry in 30 s\r\n"},
+	)
+	_, addr = startServer(t, resp.Options{Checker: sys, Password: "s3cret", AuthFailures: -1})
+	c = dialRaw(t, addr)
+	for range 3 * resp.DefaultAuthFailures {
+		c.exchange(rawStep{frame("AUTH", "wrong"), wrong})
+	}
+	c.exchange(rawStep{frame("AUTH", "s3cret"), "+OK\r\n"})
 }
 
 // TestAuthRotation: with Options.Passwords, AUTH accepts any password the

@@ -134,7 +134,7 @@
 // its clients move over, then only the new one. A connection keeps its
 // login when its password is dropped, as in Redis.
 //
-// Failed AUTHs are limited per client address (AuthFailures): past the
+// Failed AUTHs are limited per client address (Options.AuthFailures): past the
 // limit an AUTH is answered "ERR too many failed AUTH attempts from this
 // address; retry in N s" without its password being compared, so that a
 // password cannot be guessed at the listener's speed. Successful AUTHs

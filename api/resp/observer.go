@@ -70,7 +70,7 @@ const (
 	// ResultWrongPass is an AUTH with a wrong password.
 	ResultWrongPass Result = "wrongpass"
 	// ResultAuthLimited is an AUTH refused unread because its client's
-	// address failed AUTH too often (see AuthFailures).
+	// address failed AUTH too often (see Options.AuthFailures).
 	ResultAuthLimited Result = "auth_limited"
 	// ResultQueued is a command queued by MULTI; EXEC reports it again
 	// with the result of its reply.

@@ -65,21 +65,13 @@ const (
 	DefaultReadTimeout  = 10 * time.Second
 	DefaultIdleTimeout  = 5 * time.Minute
 	DefaultWriteTimeout = 10 * time.Second
+	// DefaultAuthFailures is Options.AuthFailures's default.
+	DefaultAuthFailures = 10
 )
 
-// The limit of failed AUTHs.
-const (
-	// AuthFailures is how many failed AUTHs a client address (an IPv4
-	// address, or an IPv6 /64) may make at once, and then per minute; past
-	// it, an AUTH from it is answered "ERR too many failed AUTH attempts
-	// from this address; retry in N s" without its password being
-	// compared. Successful AUTHs count nothing, so a pool that opens many
-	// connections at once is never limited.
-	AuthFailures = 10
-	// maxAuthClients bounds the addresses the limit remembers (the one
-	// closest to its full budget goes first).
-	maxAuthClients = 4096
-)
+// maxAuthClients bounds the client addresses the limit of failed AUTHs
+// remembers (the one closest to its full budget goes first).
+const maxAuthClients = 4096
 
 // Options configures New. Only Checker is required; zero limits mean the
 // documented defaults.
@@ -94,6 +86,16 @@ type Options struct {
 	// Password, when not empty, must be given with AUTH before any command
 	// but AUTH, HELLO and QUIT.
 	Password string
+	// AuthFailures is how many failed AUTHs a client address (an IPv4
+	// address, or an IPv6 /64) may make at once, and then per minute;
+	// past it, an AUTH from it is answered "ERR too many failed AUTH
+	// attempts from this address; retry in N s" without its password
+	// being compared. Successful AUTHs count nothing, so a pool that
+	// opens many connections at once is never limited. 0 means
+	// DefaultAuthFailures; negative, no limit (for clients that share an
+	// address, behind a proxy or NAT, where one client's failures would
+	// refuse the others).
+	AuthFailures int
 	// Passwords, when not nil, replaces Password: AUTH accepts any of the
 	// passwords it returns, asked at each AUTH, so that they can change
 	// while the server runs (a rotation adds the new password, moves the
@@ -141,7 +143,8 @@ type Options struct {
 	// Logger receives unexpected Checker errors and accept errors; nil
 	// discards them.
 	Logger *slog.Logger
-	// Now is the clock of INFO's uptime; nil means time.Now.
+	// Now is the clock of INFO's uptime and of the limit of failed AUTHs;
+	// nil means time.Now.
 	Now func() time.Time
 	// Version is the ratelimitd version INFO reports.
 	Version string
@@ -180,6 +183,7 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.MaxArgs, DefaultMaxArgs)
 	def(&o.MaxBulk, DefaultMaxBulk)
 	def(&o.MaxInline, DefaultMaxInline)
+	def(&o.AuthFailures, DefaultAuthFailures)
 	defDur := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
 			*v = d
@@ -218,7 +222,7 @@ type Server struct {
 	// Options.Password alone; nil when no AUTH is asked.
 	passwords func() []string
 	// authFailures limits the failed AUTHs per client address; nil when
-	// no AUTH is asked.
+	// no AUTH is asked, or with no limit.
 	authFailures *secret.Limiter
 	started      time.Time
 
@@ -280,8 +284,8 @@ func New(opts Options) (*Server, error) {
 	if o.Password != "" {
 		s.passwords = secret.Fixed(o.Password)
 	}
-	if s.passwords != nil {
-		s.authFailures = secret.NewLimiter(AuthFailures, maxAuthClients)
+	if s.passwords != nil && o.AuthFailures > 0 {
+		s.authFailures = secret.NewLimiter(int64(o.AuthFailures), maxAuthClients)
 	}
 	s.each, _ = o.Checker.(EachChecker)
 	s.resetter, _ = o.Checker.(IDResetter)

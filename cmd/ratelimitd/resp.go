@@ -42,17 +42,18 @@ func startRESP(cfg *config, share int, log *slog.Logger, sys *actors.System, rs 
 	rlog := log.With("component", "redis")
 	maxConns := redisMaxConns(cfg, share)
 	srv, err := resp.New(resp.Options{
-		Checker:     sys,
-		Rules:       rs.store,
-		Passwords:   secretsOf(cfg.redis.passwords),
-		MaxConns:    maxConns,
-		IdleTimeout: cfg.redis.idleTimeout,
-		TLSConfig:   lt.config(nil),
-		Stopped:     actors.ErrStopped,
-		Unavailable: actors.ErrUnavailable,
-		Observer:    dash.respObserver(prom.ObserveRESP(maxConns)),
-		Logger:      rlog,
-		Version:     moduleVersion(),
+		Checker:      sys,
+		Rules:        rs.store,
+		Passwords:    secretsOf(cfg.redis.passwords),
+		MaxConns:     maxConns,
+		IdleTimeout:  cfg.redis.idleTimeout,
+		AuthFailures: cfg.redis.authFailures,
+		TLSConfig:    lt.config(nil),
+		Stopped:      actors.ErrStopped,
+		Unavailable:  actors.ErrUnavailable,
+		Observer:     dash.respObserver(prom.ObserveRESP(maxConns)),
+		Logger:       rlog,
+		Version:      moduleVersion(),
 		// A cluster member's checks may wait on their owners over the
 		// network: an event loop would stall its other connections.
 		ConnGoroutines: len(cfg.cluster.etcd) > 0,

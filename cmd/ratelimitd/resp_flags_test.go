@@ -40,6 +40,8 @@ func TestParseRedisFlags(t *testing.T) {
 		{[]string{"--redis-password-file", "/run/secrets/redis"}, with(func(r *respConfig) { r.passwordFile = "/run/secrets/redis" })},
 		{[]string{"--redis-idle-timeout", "30s"}, with(func(r *respConfig) { r.idleTimeout = 30 * time.Second })},
 		{[]string{"--redis-idle-timeout", "0"}, with(func(r *respConfig) { r.idleTimeout = -1 })},
+		{[]string{"--redis-auth-failures", "3"}, with(func(r *respConfig) { r.authFailures = 3 })},
+		{[]string{"--redis-auth-failures", "0"}, with(func(r *respConfig) { r.authFailures = -1 })},
 	}
 	for _, tt := range good {
 		var stderr bytes.Buffer
@@ -58,6 +60,8 @@ func TestParseRedisFlags(t *testing.T) {
 		{[]string{"--redis-max-conns", "0"}, "-redis-max-conns"},
 		{[]string{"--redis-max-conns", "many"}, "-redis-max-conns"},
 		{[]string{"--redis-idle-timeout", "-1s"}, "-redis-idle-timeout"},
+		{[]string{"--redis-auth-failures", "-1"}, "-redis-auth-failures"},
+		{[]string{"--redis-auth-failures", "many"}, "-redis-auth-failures"},
 		{[]string{"--redis-idle-timeout", "5"}, "-redis-idle-timeout"},
 	}
 	for _, tt := range bad {
