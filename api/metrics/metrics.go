@@ -60,6 +60,8 @@ var _ api.Recorder = (*Metrics)(nil)
 //	ratelimitd_evicted_buckets_total           (after Observe; live buckets evicted from a full table)
 //	ratelimitd_rules_reloads_total{result="changed|unchanged|error"}
 //	ratelimitd_rules_version, ratelimitd_rules (gauges, after ObserveRules)
+//	ratelimitd_file_reloads_total{file,result}  (after FileReloads)
+//	ratelimitd_tls_certificate_expiry_timestamp_seconds{file} (after ObserveCertificate)
 //	ratelimitd_connections*{listener}          (after ObserveConns)
 //	ratelimitd_redis_*                         (after ObserveRESP: see RESP)
 //	ratelimitd_cluster_*                       (after ObserveCluster)

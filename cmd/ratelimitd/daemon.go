@@ -63,6 +63,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*running, int) {
 		log.Info("TLS on every client-facing listener", "cert", cfg.tls.certFile, "client_ca", cfg.tls.clientCAFile)
 	}
 	prom := metrics.New()
+	observeFiles(prom, cfg, ltls, adminTokens)
 	rs, err := startRules(cfg, log, prom)
 	if err != nil {
 		log.Error("cannot load the rules", "err", err)

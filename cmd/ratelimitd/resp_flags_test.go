@@ -181,6 +181,8 @@ func TestRedisPasswordRotates(t *testing.T) {
 		t.Fatal(err)
 	}
 	pws := secretsOf(cfg.redis.passwords)
+	reloads := map[bool]int{}
+	cfg.redis.passwords.count(func(ok bool) { reloads[ok]++ })
 	steps := []struct {
 		content string
 		mode    os.FileMode
@@ -199,6 +201,9 @@ func TestRedisPasswordRotates(t *testing.T) {
 		if got := pws(); !slices.Equal(got, st.want) {
 			t.Errorf("step %d (%q, mode %04o): got %q, want %q", i, st.content, st.mode, got, st.want)
 		}
+	}
+	if reloads[true] != 2 || reloads[false] != 2 {
+		t.Errorf("reloads counted: got %d ok and %d refused, want 2 and 2", reloads[true], reloads[false])
 	}
 	out := logs.String()
 	if n := strings.Count(out, `msg="redis password file reloaded" file=`+path+" count="); n != 2 {

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -383,8 +384,9 @@ func TestE2ETLSRotation(t *testing.T) {
 		}
 		return resp.TLS
 	}
-	if st := get("HTTPS before", 1); st.PeerCertificates[0].SerialNumber.Int64() != 1 {
-		t.Fatalf("HTTPS before: serial %v, want 1", st.PeerCertificates[0].SerialNumber)
+	before := get("HTTPS before", 1).PeerCertificates[0]
+	if before.SerialNumber.Int64() != 1 {
+		t.Fatalf("HTTPS before: serial %v, want 1", before.SerialNumber)
 	}
 	conn, err := grpc.NewClient(d.grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
@@ -424,8 +426,28 @@ func TestE2ETLSRotation(t *testing.T) {
 		t.Fatalf("Redis before: serial %d, want 1", s)
 	}
 
+	// /metrics says when the certificate presented expires, and counts the
+	// reloads of the files.
+	metricLines := func() string {
+		t.Helper()
+		resp, err := d.client.Get(d.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	expiry := func(c *x509.Certificate) string {
+		return `ratelimitd_tls_certificate_expiry_timestamp_seconds{file="--tls-cert"} ` + strconv.FormatFloat(float64(c.NotAfter.Unix()), 'g', -1, 64) + "\n"
+	}
+	if m := metricLines(); !strings.Contains(m, expiry(before)) || !strings.Contains(m, `ratelimitd_file_reloads_total{file="--tls-cert",result="ok"} 0`+"\n") {
+		t.Errorf("/metrics before the rotation: no %q or no reload count at 0", expiry(before))
+	}
+
 	// The new pair, stamped apart from the old one.
-	writePair(t, d.dir, issueLocal(t, d.ca, 2), time.Now())
+	next := issueLocal(t, d.ca, 2)
+	writePair(t, d.dir, next, time.Now())
 	for _, l := range []struct {
 		name, addr string
 		protos     []string
@@ -445,6 +467,10 @@ func TestE2ETLSRotation(t *testing.T) {
 	}
 	if n := strings.Count(d.logs.String(), `msg="TLS certificate reloaded"`); n != 1 {
 		t.Errorf("reload log lines: got %d, want 1\n%s", n, d.logs)
+	}
+	if m := metricLines(); !strings.Contains(m, expiry(next.Leaf)) || !strings.Contains(m, `ratelimitd_file_reloads_total{file="--tls-cert",result="ok"} 1`+"\n") ||
+		!strings.Contains(m, `ratelimitd_file_reloads_total{file="--admin-token-file",result="error"} 0`+"\n") {
+		t.Errorf("/metrics after the rotation: want %q, one reload of --tls-cert, and the admin token file's series", expiry(next.Leaf))
 	}
 
 	// The old connections go on, with the old certificate.

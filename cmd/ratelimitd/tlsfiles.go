@@ -74,11 +74,12 @@ type reloading[T any] struct {
 	cur atomic.Pointer[T]
 
 	mu       sync.Mutex
-	log      *slog.Logger // of the reloads; replaced by setLog
-	stamps   []fileStamp  // of the files at the last look
-	checked  time.Time    // when the files were last looked at
-	logged   time.Time    // when a failed reload was last logged
-	unlogged int          // failed reloads since
+	log      *slog.Logger  // of the reloads; replaced by setLog
+	counted  func(ok bool) // counts each reload (ok false: refused); nil: none, set by count
+	stamps   []fileStamp   // of the files at the last look
+	checked  time.Time     // when the files were last looked at
+	logged   time.Time     // when a failed reload was last logged
+	unlogged int           // failed reloads since
 }
 
 // newReloading loads the value from files, returning an error naming the
@@ -163,6 +164,9 @@ func (r *reloading[T]) refreshLocked(now time.Time) {
 	if stamps != nil {
 		r.stamps = stamps
 	}
+	if r.counted != nil {
+		r.counted(err == nil)
+	}
 	if err != nil {
 		r.unlogged++
 		if r.logged.IsZero() || now.Sub(r.logged) >= tlsLogInterval {
@@ -184,6 +188,14 @@ func (r *reloading[T]) setLog(log *slog.Logger) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.log = log
+}
+
+// count makes r count each reload with counted from now on (ok false: the
+// new content was refused).
+func (r *reloading[T]) count(counted func(ok bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counted = counted
 }
 
 // certFiles is a certificate chain and its private key, from PEM files

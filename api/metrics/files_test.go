@@ -1,0 +1,45 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFileSeries: the reloads of each file are counted by result, from 0,
+// and a certificate's expiry is read at every scrape.
+func TestFileSeries(t *testing.T) {
+	t.Parallel()
+	m := New()
+	cert := m.FileReloads("--tls-cert")
+	m.FileReloads("--admin-token-file")
+	cert(true)
+	cert(true)
+	cert(false)
+	notAfter := time.Unix(1_900_000_000, 0)
+	m.ObserveCertificate("--tls-cert", func() time.Time { return notAfter })
+	scrape := func() string {
+		w := httptest.NewRecorder()
+		m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		b, _ := io.ReadAll(w.Result().Body)
+		return string(b)
+	}
+	out := scrape()
+	for _, want := range []string{
+		`ratelimitd_file_reloads_total{file="--tls-cert",result="ok"} 2`,
+		`ratelimitd_file_reloads_total{file="--tls-cert",result="error"} 1`,
+		`ratelimitd_file_reloads_total{file="--admin-token-file",result="ok"} 0`,
+		`ratelimitd_file_reloads_total{file="--admin-token-file",result="error"} 0`,
+		`ratelimitd_tls_certificate_expiry_timestamp_seconds{file="--tls-cert"} 1.9e+09`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %s in:\n%s", want, out)
+		}
+	}
+	notAfter = notAfter.Add(90 * 24 * time.Hour)
+	if want := `ratelimitd_tls_certificate_expiry_timestamp_seconds{file="--tls-cert"} 1.907776e+09`; !strings.Contains(scrape(), want+"\n") {
+		t.Errorf("after a renewal: no %s", want)
+	}
+}
