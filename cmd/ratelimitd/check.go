@@ -28,7 +28,8 @@ type fileCheck struct {
 // --tls-cert with --tls-key and --tls-client-ca; the cluster's TLS files
 // are read with the flags) as the daemon's start does, and reports each on
 // stdout, "ok" with what it holds or "FAIL" with the error the start would
-// stop on, without starting anything: no data directory, listener or etcd
+// stop on (or, for a certificate, one outside its validity, which the start
+// would serve but no client accept), without starting anything: no data directory, listener or etcd
 // is touched. It returns exitOK when every file passes, exitFailure when
 // one does not, and exitUsage (saying so on stderr) when the flags name no
 // file. A CI pipeline runs it on a config change before the change ships,
@@ -83,6 +84,14 @@ func checkFiles(cfg *config, stdout, stderr io.Writer) int {
 				return "", err
 			}
 			leaf := lt.cert.r.current().Leaf
+			// The start would serve it, but no client would take it: a
+			// deploy of it is broken.
+			switch now := time.Now(); {
+			case now.After(leaf.NotAfter):
+				return "", fmt.Errorf("the certificate for %s expired at %s", leaf.Subject, leaf.NotAfter.UTC().Format(time.RFC3339))
+			case now.Before(leaf.NotBefore):
+				return "", fmt.Errorf("the certificate for %s is not valid before %s", leaf.Subject, leaf.NotBefore.UTC().Format(time.RFC3339))
+			}
 			s := fmt.Sprintf("a certificate for %s, valid until %s", leaf.Subject, leaf.NotAfter.UTC().Format(time.RFC3339))
 			if lt.ca != nil {
 				s += ", client certificates verified by " + cfg.tls.clientCAFile
@@ -105,7 +114,7 @@ func checkFiles(cfg *config, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "ok    %s %s: %s\n", c.flag, c.path, what)
 	}
 	if failed > 0 {
-		fmt.Fprintf(stdout, "%d of %d failed: the daemon would not start with them\n", failed, len(checks))
+		fmt.Fprintf(stdout, "%d of %d failed\n", failed, len(checks))
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "all %d ok\n", len(checks))

@@ -3,6 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,7 +98,7 @@ func TestCheckFiles(t *testing.T) {
 		"FAIL  --admin-token-file " + f.token + ": admin token: " + f.token + " is accessible by group or others (mode 0644)",
 		"FAIL  --redis-password-file " + f.password + ": redis password: " + f.password + " holds no password (only white space)",
 		"ok    --tls-cert " + f.cert + ": ",
-		"4 of 5 failed: the daemon would not start with them",
+		"4 of 5 failed",
 	}
 	if code != exitFailure || len(lines) != len(wants) {
 		t.Fatalf("bad files: exit %d, stdout:\n%s\nwant exit 1 and %d lines", code, &stdout, len(wants))
@@ -136,10 +143,49 @@ func TestE2ECheck(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(f.rls, "api.yml"), "domain: edge\n")
 	code, stdout, _ = runDaemonOnce(t, append([]string{"check"}, f.args()...)...)
-	if code != exitFailure || !strings.Contains(stdout, "FAIL  --rls-config "+f.rls+": ") || !strings.Contains(stdout, "edge") || !strings.HasSuffix(stdout, "1 of 5 failed: the daemon would not start with them\n") {
+	if code != exitFailure || !strings.Contains(stdout, "FAIL  --rls-config "+f.rls+": ") || !strings.Contains(stdout, "edge") || !strings.HasSuffix(stdout, "1 of 5 failed\n") {
 		t.Errorf("a domain in two files: exit %d, stdout:\n%s", code, stdout)
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, "data")); !os.IsNotExist(err) {
 		t.Errorf("check made the data directory: %v", err)
+	}
+}
+
+// TestCheckCertificateValidity: a certificate outside its validity fails
+// the check (the start would serve it, but no client would accept it),
+// naming when it ended or begins.
+func TestCheckCertificateValidity(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	now := time.Now().Truncate(time.Second)
+	for name, c := range map[string]struct {
+		from, to time.Time
+		says     string
+	}{
+		"expired": {now.Add(-48 * time.Hour), now.Add(-time.Hour), "expired at " + now.Add(-time.Hour).UTC().Format(time.RFC3339)},
+		"future":  {now.Add(time.Hour), now.Add(48 * time.Hour), "is not valid before " + now.Add(time.Hour).UTC().Format(time.RFC3339)},
+	} {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: name}, NotBefore: c.from, NotAfter: c.to}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certPath, keyPath := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+		writeFile(t, certPath, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+		writeFile(t, keyPath, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk})))
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"check", "--tls-cert", certPath, "--tls-key", keyPath}, &stdout, &stderr)
+		want := "FAIL  --tls-cert " + certPath + ": the certificate for CN=" + name + " " + c.says + "\n1 of 1 failed\n"
+		if code != exitFailure || stdout.String() != want {
+			t.Errorf("%s: exit %d, stdout:\n%s\nwant exit 1 and:\n%s", name, code, &stdout, want)
+		}
 	}
 }
