@@ -82,9 +82,6 @@ const (
 	pathCluster = "/cluster"
 )
 
-// maxTokenLen is the longest Options.Token accepted.
-const maxTokenLen = 4096
-
 // maxRuleBytes is the largest PUT /rules/{name} body accepted.
 const maxRuleBytes = 64 << 10
 
@@ -112,15 +109,9 @@ func NewHandler(opts Options) (http.Handler, error) {
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("%w: Backend is nil", api.ErrInvalidOption)
 	}
-	tokens := opts.Tokens
-	switch {
-	case tokens != nil && opts.Token != "":
-		return nil, fmt.Errorf("%w: both Token and Tokens are set", api.ErrInvalidOption)
-	case tokens == nil:
-		if err := validToken(opts.Token); err != nil {
-			return nil, err
-		}
-		tokens = secret.Fixed(opts.Token)
+	tokens, err := secret.TokenSource(opts.Token, opts.Tokens, api.ErrInvalidOption)
+	if err != nil {
+		return nil, err
 	}
 	a := &admin{
 		Responder: httpwire.Responder{DenyStatus: http.StatusRequestEntityTooLarge},
@@ -137,22 +128,6 @@ func NewHandler(opts Options) (http.Handler, error) {
 	}
 	a.mux = a.routes()
 	return a, nil
-}
-
-// validToken validates Options.Token.
-func validToken(tok string) error {
-	switch {
-	case tok == "":
-		return fmt.Errorf("%w: Token is required", api.ErrInvalidOption)
-	case len(tok) > maxTokenLen:
-		return fmt.Errorf("%w: Token must be at most %d bytes", api.ErrInvalidOption, maxTokenLen)
-	}
-	for i := 0; i < len(tok); i++ {
-		if c := tok[i]; c <= ' ' || c > '~' {
-			return fmt.Errorf("%w: Token must be visible ASCII characters, without spaces", api.ErrInvalidOption)
-		}
-	}
-	return nil
 }
 
 // authorized reports whether r carries exactly one Authorization header

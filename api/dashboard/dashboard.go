@@ -44,7 +44,6 @@ const (
 	PathRules    = "/dashboard/rules"   // GET: the rules' rates
 	PathHealth   = "/dashboard/health"  // GET: the rate limiter's health
 	pathPageDir  = PathPage + "/"       // the page, too
-	maxTokenLen  = 4096                 // the longest Options.Token
 	contentJSON  = "application/json"   // Content-Type of the JSON answers
 	contentHTML  = "text/html; charset=utf-8"
 	noStore      = "no-store"
@@ -125,15 +124,9 @@ var _ http.Handler = (*Handler)(nil)
 // New returns the dashboard's handler, to be served on the admin listener,
 // never on the public one. The error matches ErrInvalidOption.
 func New(opts Options) (*Handler, error) {
-	tokens := opts.Tokens
-	switch {
-	case tokens != nil && opts.Token != "":
-		return nil, fmt.Errorf("%w: both Token and Tokens are set", ErrInvalidOption)
-	case tokens == nil:
-		if err := validToken(opts.Token); err != nil {
-			return nil, err
-		}
-		tokens = secret.Fixed(opts.Token)
+	tokens, err := secret.TokenSource(opts.Token, opts.Tokens, ErrInvalidOption)
+	if err != nil {
+		return nil, err
 	}
 	h := &Handler{
 		opts:   opts,
@@ -154,7 +147,6 @@ func New(opts Options) (*Handler, error) {
 	if _, err := rand.Read(h.sessions.key); err != nil {
 		return nil, fmt.Errorf("dashboard: session key: %w", err)
 	}
-	var err error
 	if h.page, err = files.ReadFile("page/index.html"); err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err) // the embedded files are part of the build
 	}
@@ -177,22 +169,6 @@ func New(opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	return h, nil
-}
-
-// validToken validates Options.Token.
-func validToken(tok string) error {
-	switch {
-	case tok == "":
-		return fmt.Errorf("%w: Token is required", ErrInvalidOption)
-	case len(tok) > maxTokenLen:
-		return fmt.Errorf("%w: Token must be at most %d bytes", ErrInvalidOption, maxTokenLen)
-	}
-	for i := 0; i < len(tok); i++ {
-		if c := tok[i]; c <= ' ' || c > '~' {
-			return fmt.Errorf("%w: Token must be visible ASCII characters, without spaces", ErrInvalidOption)
-		}
-	}
-	return nil
 }
 
 // contentType returns the Content-Type of an embedded file by its

@@ -1,7 +1,6 @@
 package resp_test
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"runtime"
@@ -250,14 +249,7 @@ func TestAuthFailuresLimited(t *testing.T) {
 	)
 
 	// Another address (127.0.0.2 is loopback too) has its own budget.
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	_ = nc.SetDeadline(time.Now().Add(time.Minute))
-	other := &rawConn{t: t, nc: nc, rd: bufio.NewReader(nc)}
+	other := dialRawFrom(t, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, addr)
 	other.exchange(rawStep{frame("AUTH", "wrong"), wrong}, rawStep{frame("AUTH", "s3cret"), "+OK\r\n"})
 
 	clock.Advance(5 * time.Second)

@@ -143,7 +143,14 @@ type rawConn struct {
 
 func dialRaw(t testing.TB, addr string) *rawConn {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
+	return dialRawFrom(t, nil, addr)
+}
+
+// dialRawFrom is dialRaw from the local address local (nil: any).
+func dialRawFrom(t testing.TB, local net.Addr, addr string) *rawConn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: local}
+	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

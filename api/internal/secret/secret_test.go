@@ -1,6 +1,9 @@
 package secret
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,6 +94,35 @@ func TestClientKey(t *testing.T) {
 	} {
 		if got := ClientKey(addr); got != want {
 			t.Errorf("ClientKey(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// TestTokenSource: a fixed token becomes a source of it alone once valid,
+// a function is taken as it is, and both, none or a bad fixed token are
+// errors wrapping the transport's own, naming the option.
+func TestTokenSource(t *testing.T) {
+	t.Parallel()
+	invalid := errors.New("x: invalid option")
+	if src, err := TokenSource("a-token", nil, invalid); err != nil || !slices.Equal(src(), []string{"a-token"}) {
+		t.Errorf("a fixed token: %v", err)
+	}
+	if src, err := TokenSource("", func() []string { return []string{"b"} }, invalid); err != nil || !slices.Equal(src(), []string{"b"}) {
+		t.Errorf("a source: %v", err)
+	}
+	for _, c := range []struct {
+		token string
+		fn    func() []string
+		says  string
+	}{
+		{"a", func() []string { return nil }, "both Token and Tokens are set"},
+		{"", nil, "Token is required"},
+		{strings.Repeat("x", MaxTokenLen+1), nil, "at most 4096 bytes"},
+		{"has space", nil, "visible ASCII"},
+		{"clé", nil, "visible ASCII"},
+	} {
+		if _, err := TokenSource(c.token, c.fn, invalid); !errors.Is(err, invalid) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("TokenSource(%.12q): got %v, want %q wrapping the invalid option", c.token, err, c.says)
 		}
 	}
 }
