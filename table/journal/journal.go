@@ -386,6 +386,8 @@ func (j *Journal) syncAllLocked(end int64) error {
 			continue
 		}
 		from := r.synced &^ (j.pageSize - 1)
+		// A full segment is written for good, its last page included.
+		release(r.seg.m[from:min((r.end+j.pageSize-1)&^(j.pageSize-1), int64(len(r.seg.m)))])
 		if err := j.c.msync(r.seg.m[from:r.end]); err != nil {
 			return fmt.Errorf("journal: msync %s bytes [%d, %d): %w", r.seg.path, from, r.end, err)
 		}
@@ -406,6 +408,9 @@ func (j *Journal) syncToLocked(seg *segment, end int64) error {
 		return nil
 	}
 	from := j.synced &^ (j.pageSize - 1) // msync wants a page-aligned start
+	// The pages before end's are written for good: Append writes from
+	// j.off on, never before end.
+	release(seg.m[from : end&^(j.pageSize-1)])
 	if err := j.c.msync(seg.m[from:end]); err != nil {
 		return fmt.Errorf("journal: msync %s bytes [%d, %d): %w", seg.path, from, end, err)
 	}
