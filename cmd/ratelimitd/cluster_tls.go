@@ -14,7 +14,7 @@ import (
 // member transport, or the etcd client): a certificate and its key, a CA,
 // any of them unset. They are read at the start and reloaded as the
 // listeners' files are (see reloading): looked at on a handshake at most
-// once per tlsCheckInterval, a change that does not load keeping what was
+// once per fileCheckInterval, a change that does not load keeping what was
 // loaded before.
 type clusterTLSFiles struct {
 	prefix string    // of the flags: prefix-cert, -key and -ca

@@ -83,7 +83,7 @@ func TestClusterTLSDialVerifies(t *testing.T) {
 	// The CA file replaced: the dials after the check interval trust the
 	// new CA alone.
 	writeStamped(t, caFile, next.PEM, mod.Add(time.Second))
-	clock.Advance(tlsCheckInterval)
+	clock.Advance(fileCheckInterval)
 	if err := dial(etcd, ofNext); err != nil {
 		t.Errorf("etcd, the new CA: got %v, want trusted", err)
 	}
@@ -95,7 +95,7 @@ func TestClusterTLSDialVerifies(t *testing.T) {
 	}
 	// A CA file half written keeps the CA loaded before.
 	writeStamped(t, caFile, ca.PEM[:len(ca.PEM)/2], mod.Add(2*time.Second))
-	clock.Advance(tlsCheckInterval)
+	clock.Advance(fileCheckInterval)
 	if err := dial(etcd, ofNext); err != nil {
 		t.Errorf("etcd, with a half-written CA file: got %v, want the new CA still trusted", err)
 	}
@@ -168,7 +168,7 @@ func TestClusterTLSMemberRotation(t *testing.T) {
 	if s, c := serials(); !is(s, first.Leaf.SerialNumber) || !is(c, first.Leaf.SerialNumber) {
 		t.Errorf("before the check interval: served %v, dialed with %v; want the first serial %v", s, c, first.Leaf.SerialNumber)
 	}
-	clock.Advance(tlsCheckInterval)
+	clock.Advance(fileCheckInterval)
 	if s, c := serials(); !is(s, next.Leaf.SerialNumber) || !is(c, next.Leaf.SerialNumber) {
 		t.Errorf("after the check interval: served %v, dialed with %v; want the new serial %v", s, c, next.Leaf.SerialNumber)
 	}

@@ -189,11 +189,11 @@ func TestRedisPasswordRotates(t *testing.T) {
 		advance time.Duration
 		want    []string
 	}{
-		{"old\nnew\n", 0o600, tlsCheckInterval - time.Millisecond, []string{"old"}}, // not looked at yet
+		{"old\nnew\n", 0o600, fileCheckInterval - time.Millisecond, []string{"old"}}, // not looked at yet
 		{"old\nnew\n", 0o600, time.Millisecond, []string{"old", "new"}},
-		{"\n", 0o600, tlsCheckInterval, []string{"old", "new"}},  // no password: kept
-		{"new\n", 0o644, tlsLogInterval, []string{"old", "new"}}, // readable by others: kept (and logged: a minute on)
-		{"new\n", 0o600, tlsCheckInterval, []string{"new"}},
+		{"\n", 0o600, fileCheckInterval, []string{"old", "new"}},  // no password: kept
+		{"new\n", 0o644, fileLogInterval, []string{"old", "new"}}, // readable by others: kept (and logged: a minute on)
+		{"new\n", 0o600, fileCheckInterval, []string{"new"}},
 	}
 	for i, st := range steps {
 		write(st.content, st.mode)

@@ -15,7 +15,7 @@ import (
 // one while the clients move over. A file is read at start, where a file
 // group or others may access, or a secret the rules refuse, stops the
 // daemon; it is looked at again when a secret is asked for (a request, an
-// AUTH), at most once per tlsCheckInterval, and read again when it
+// AUTH), at most once per fileCheckInterval, and read again when it
 // changed (see reloading): a new content the start would refuse keeps the
 // last good secrets, logged.
 

@@ -15,15 +15,16 @@ import (
 	"time"
 )
 
-// tlsCheckInterval is the least time between two looks at the stamps
+// fileCheckInterval is the least time between two looks at the stamps
 // (modification time and size) of a set of TLS files, or of a secret's
 // file: the look is made on a use (a handshake, an AUTH), so a busy
 // listener stats its files about once a second, an idle one not at all.
-const tlsCheckInterval = time.Second
+const fileCheckInterval = time.Second
 
-// tlsLogInterval is the least time between two log lines about the failed
-// reloads of one set of TLS files; the line counts the failures in between.
-const tlsLogInterval = time.Minute
+// fileLogInterval is the least time between two log lines about the failed
+// reloads of one set of TLS files or of one secret's file; the line counts
+// the failures in between.
+const fileLogInterval = time.Minute
 
 // maxTLSFileBytes bounds what is read of a certificate, key or CA file.
 const maxTLSFileBytes = 1 << 20
@@ -55,9 +56,9 @@ type fileStamp struct {
 }
 
 // reloading holds a value loaded from a set of files and loads it again,
-// when a look (at most once per tlsCheckInterval of its clock) finds that
+// when a look (at most once per fileCheckInterval of its clock) finds that
 // a file's stamp changed. A load that fails keeps the last good value and
-// is logged, at most once per tlsLogInterval. It is safe for concurrent
+// is logged, at most once per fileLogInterval. It is safe for concurrent
 // use; a look that is due while another is under way is skipped.
 type reloading[T any] struct {
 	files    []tlsFile
@@ -137,7 +138,7 @@ func (r *reloading[T]) read() ([]fileStamp, *T, error) {
 // finds a changed file.
 func (r *reloading[T]) current() *T {
 	if r.mu.TryLock() {
-		if now := r.clock(); now.Sub(r.checked) >= tlsCheckInterval {
+		if now := r.clock(); now.Sub(r.checked) >= fileCheckInterval {
 			r.checked = now
 			r.refreshLocked(now)
 		}
@@ -169,8 +170,8 @@ func (r *reloading[T]) refreshLocked(now time.Time) {
 	}
 	if err != nil {
 		r.unlogged++
-		if r.logged.IsZero() || now.Sub(r.logged) >= tlsLogInterval {
-			r.log.Error(r.failMsg, "err", err, "times", r.unlogged, "next_report_after", tlsLogInterval)
+		if r.logged.IsZero() || now.Sub(r.logged) >= fileLogInterval {
+			r.log.Error(r.failMsg, "err", err, "times", r.unlogged, "next_report_after", fileLogInterval)
 			r.logged, r.unlogged = now, 0
 		}
 		return

@@ -44,7 +44,7 @@ func TestCertFilesRotate(t *testing.T) {
 	}
 
 	writePair(t, dir, issueLocal(t, ca, 102), mod.Add(time.Second))
-	clock.Advance(tlsCheckInterval - time.Millisecond)
+	clock.Advance(fileCheckInterval - time.Millisecond)
 	if got := servedSerial(t, cf); got != 101 {
 		t.Errorf("serial before the check interval: got %d, want 101", got)
 	}
@@ -80,12 +80,12 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 
 	next := issueLocal(t, ca, 202)
 	writeStamped(t, certPath, next.CertPEM[:len(next.CertPEM)/2], mod.Add(time.Second)) // half written
-	clock.Advance(tlsCheckInterval)
+	clock.Advance(fileCheckInterval)
 	if got := servedSerial(t, cf); got != 201 {
 		t.Errorf("serial after a half-written certificate: got %d, want 201", got)
 	}
 	writeStamped(t, certPath, next.CertPEM, mod.Add(2*time.Second)) // the key is still the old one
-	clock.Advance(tlsCheckInterval)
+	clock.Advance(fileCheckInterval)
 	if got := servedSerial(t, cf); got != 201 {
 		t.Errorf("serial with a key of another certificate: got %d, want 201", got)
 	}
@@ -98,7 +98,7 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 
 	// A minute on, the next failure is logged, counting the one unlogged.
 	writeStamped(t, keyPath, []byte("not a key"), mod.Add(3*time.Second))
-	clock.Advance(tlsLogInterval)
+	clock.Advance(fileLogInterval)
 	if got := servedSerial(t, cf); got != 201 {
 		t.Errorf("serial with a broken key: got %d, want 201", got)
 	}
@@ -107,7 +107,7 @@ func TestCertFilesBadRotationKeepsOld(t *testing.T) {
 	}
 
 	writeStamped(t, keyPath, next.KeyPEM, mod.Add(4*time.Second))
-	clock.Advance(tlsCheckInterval)
+	clock.Advance(fileCheckInterval)
 	if got := servedSerial(t, cf); got != 202 {
 		t.Errorf("serial after the good key: got %d, want 202", got)
 	}
@@ -135,12 +135,12 @@ func TestCAFilesRotate(t *testing.T) {
 		t.Fatalf("at load: want ca1's certificates verified, not ca2's")
 	}
 	writeStamped(t, path, ca2.PEM, mod.Add(time.Second))
-	clock.Advance(tlsCheckInterval)
+	clock.Advance(fileCheckInterval)
 	if verifies(ca1) || !verifies(ca2) {
 		t.Errorf("after the rotation: want ca2's certificates verified, not ca1's")
 	}
 	writeStamped(t, path, ca2.IssueSerial(t, 8, "client").KeyPEM, mod.Add(2*time.Second))
-	clock.Advance(tlsCheckInterval)
+	clock.Advance(fileCheckInterval)
 	if !verifies(ca2) {
 		t.Errorf("after a CA file with no certificate: want ca2's certificates still verified")
 	}
