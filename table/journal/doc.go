@@ -230,6 +230,14 @@
 // SyncAlways msyncs the batch in Commit (group commit). Sync msyncs
 // everything written, and so does Close unless SyncNone.
 //
+// On Linux an msync first takes the pages it covers that are written for
+// good (all but the one holding the end of the records) out of the
+// process's page tables (madvise MADV_DONTNEED): they stay in the page
+// cache, dirty until written back, and read back the same, but writeback
+// then has no mapping of them to write-protect, and so no other CPU's TLB
+// to flush page by page. Those pages also leave the process's resident
+// size.
+//
 // The power-loss model is that bytes written after the last msync may read
 // back as zeros, garbage, or only their first 512-byte sectors. Recovery
 // then yields a valid prefix that includes everything synced. With SyncNone
