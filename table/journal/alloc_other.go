@@ -15,3 +15,6 @@ func reserve(*os.File, int64) error { return nil }
 
 // release does nothing here; see the Linux one.
 func release([]byte) {}
+
+// populate cannot map pages ahead here; see the Linux one.
+func populate([]byte) error { return errCannotFill }

@@ -62,3 +62,7 @@ func (e *CorruptError) Error() string {
 
 // Unwrap returns ErrCorrupt.
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// errCannotFill says the system cannot map a segment's pages ahead of
+// the records (populate).
+var errCannotFill = errors.New("journal: mapping pages ahead is not supported")

@@ -71,6 +71,12 @@ type Journal struct {
 	wake       chan struct{}      // RollAhead: a roll asks for a pass (capacity 1)
 	prepFailed bool               // background only: the last creation ahead failed
 	prepared   uint64             // background only: segments made ahead so far
+	// Background only, see fillAhead: the segment being filled, how far,
+	// and the position published at the last pass; the segment made ahead
+	// filled last, and how far; noFill: the kernel cannot.
+	fillSeg, fillNext           *segment
+	filled, fillEnd, nextFilled int64
+	noFill                      bool
 }
 
 // retired is a full segment after a roll: written up to end, msynced up to
@@ -387,7 +393,7 @@ func (j *Journal) syncAllLocked(end int64) error {
 		}
 		from := r.synced &^ (j.pageSize - 1)
 		// A full segment is written for good, its last page included.
-		release(r.seg.m[from:min((r.end+j.pageSize-1)&^(j.pageSize-1), int64(len(r.seg.m)))])
+		release(r.seg.m[from:min(align(r.end, j.pageSize), int64(len(r.seg.m)))])
 		if err := j.c.msync(r.seg.m[from:r.end]); err != nil {
 			return fmt.Errorf("journal: msync %s bytes [%d, %d): %w", r.seg.path, from, r.end, err)
 		}
@@ -454,7 +460,72 @@ func (j *Journal) backgroundPass(prepare bool) {
 		if prepare {
 			j.prepare()
 		}
+		if j.c.sync == SyncInterval {
+			j.fillAhead()
+		}
 	}
+}
+
+// fillAhead maps the pages of cur that the next records will take, before
+// Append writes them (see populate): from the position Commit published
+// on, as far as twice what was written since the last pass, at least
+// minFill and at most maxFill; and as much of the segment made ahead, from
+// its start. What it maps beyond the last record of a segment (at most
+// maxFill) is zeros the kernel writes back in its own time. Only the
+// background goroutine of a RollAhead journal calls it, the one that
+// unmaps full segments, so a segment stays mapped while it is filled.
+func (j *Journal) fillAhead() {
+	if j.noFill {
+		return
+	}
+	j.syncMu.Lock()
+	seg, next, end := j.cur, j.next, j.pub.Load()
+	j.syncMu.Unlock()
+	if seg == nil {
+		return
+	}
+	if seg != j.fillSeg {
+		j.fillSeg, j.filled, j.fillEnd = seg, 0, headerSize
+		if seg == j.fillNext {
+			j.filled = j.nextFilled // filled while it was the one ahead
+		}
+	}
+	want := min(max(2*(end-j.fillEnd), minFill), maxFill)
+	j.fillEnd = end
+	to := min(align(end+want, j.pageSize), int64(len(seg.m)))
+	if from := max(j.filled, end&^(j.pageSize-1)); to > from {
+		if !j.fill(seg.m[from:to]) {
+			return
+		}
+		j.filled = to
+	}
+	if next != nil && next != j.fillNext {
+		n := min(align(headerSize+want, j.pageSize), int64(len(next.m)))
+		if !j.fill(next.m[:n]) {
+			return
+		}
+		j.fillNext, j.nextFilled = next, n
+	}
+}
+
+// minFill and maxFill bound how far ahead of the records fillAhead maps
+// pages: at least the next 64 KiB, at most 2 MiB.
+const (
+	minFill = 64 << 10
+	maxFill = 2 << 20
+)
+
+// align rounds n up to a multiple of to, a power of two.
+func align(n, to int64) int64 { return (n + to - 1) &^ (to - 1) }
+
+// fill populates b (see populate) and reports whether it did; a kernel
+// without MADV_POPULATE_WRITE stops the fills of j.
+func (j *Journal) fill(b []byte) bool {
+	if err := populate(b); err != nil {
+		j.noFill = j.noFill || errors.Is(err, errCannotFill)
+		return false
+	}
+	return true
 }
 
 // backgroundSync msyncs the full segments, then cur up to the position

@@ -83,12 +83,70 @@ func TestSyncReleasesWrittenPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, got, _ := mustOpen(t, dir, opts)
-	if len(got) != len(want) {
-		t.Fatalf("recovered %d records, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("record %d: %d bytes %x..., want %d bytes %x...", i, len(got[i]), got[i][:min(8, len(got[i]))], len(want[i]), want[i][:8])
+	checkRecords(t, got, want)
+}
+
+// TestFillAhead: with RollAhead and SyncInterval, a background pass maps
+// the pages after the end of the records (at least minFill of them) and
+// the first ones of the segment made ahead, which then read as zeros
+// still; after a roll the new segment goes on from what was filled; a
+// recovery reads every record.
+func TestFillAhead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const segSize = 1 << 20
+	opts := Options{Sync: SyncInterval, SyncInterval: time.Hour, SegmentSize: segSize, RollAhead: true}
+	j, _, _ := mustOpen(t, dir, opts)
+	ps := int64(os.Getpagesize())
+	var want [][]byte
+	add := func(n int, b byte) {
+		for i := range n {
+			p := bytes.Repeat([]byte{b ^ byte(i) | 1}, 1000)
+			want = append(want, p)
+			appendAll(t, j, [][]byte{p})
 		}
 	}
+	add(10, 0x10)
+	j.syncPassForTest() // makes the next segment, then fills
+	seg, end := j.cur, j.off
+	if _, ok := mapped(t, seg.m); !ok {
+		t.Skip("no page map to look at")
+	}
+	first, last := end/ps, (end+minFill-1)/ps
+	got, _ := mapped(t, seg.m)
+	for p := first; p <= last; p++ {
+		if !got[p] {
+			t.Fatalf("page %d (records end at %d) not mapped after the pass; pages %d to %d should be", p, end, first, last)
+		}
+	}
+	if n := segSize/ps - 1; got[n] {
+		t.Errorf("the segment's last page %d is mapped; the fill should stop about %d bytes past the end", n, minFill)
+	}
+	if !bytes.Equal(seg.m[end:end+minFill], make([]byte, minFill)) {
+		t.Error("the filled pages do not read as zeros")
+	}
+	if file, err := os.ReadFile(seg.path); err != nil || !bytes.Equal(file[end:], make([]byte, segSize-end)) {
+		t.Errorf("the file past the records is not zeros (%v)", err)
+	}
+	if j.next == nil {
+		t.Fatal("no segment made ahead")
+	}
+	next := j.next
+	if got, _ := mapped(t, next.m); !got[0] || !got[minFill/ps-1] {
+		t.Errorf("the first pages of the segment made ahead are not mapped: page 0 %v, page %d %v", got[0], minFill/ps-1, got[minFill/ps-1])
+	}
+	add(1100, 0x20) // past the first segment's end: a roll into next
+	if j.cur != next {
+		t.Fatal("no roll into the segment made ahead")
+	}
+	j.syncPassForTest()
+	end = j.off
+	if got, _ := mapped(t, next.m); !got[end/ps] || !got[(end+minFill-1)/ps] {
+		t.Errorf("after the roll, pages %d and %d (records end at %d) not both mapped", end/ps, (end+minFill-1)/ps, end)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, rec, _ := mustOpen(t, dir, opts)
+	checkRecords(t, rec, want)
 }
