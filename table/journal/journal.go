@@ -473,7 +473,10 @@ func (j *Journal) backgroundPass(prepare bool) {
 // its start. What it maps beyond the last record of a segment (at most
 // maxFill) is zeros the kernel writes back in its own time. Only the
 // background goroutine of a RollAhead journal calls it, the one that
-// unmaps full segments, so a segment stays mapped while it is filled.
+// unmaps full segments, so a segment stays mapped while it is filled (but
+// for a segment made ahead that a roll failed to rename, which the roll
+// unmaps: populate writes nothing, so a fill racing that maps pages at
+// most, or fails).
 func (j *Journal) fillAhead() {
 	if j.noFill {
 		return
