@@ -312,3 +312,29 @@ func TestRollAheadNamesEachSegmentApart(t *testing.T) {
 	_ = taken.close()
 	_ = os.Remove(taken.path)
 }
+
+// TestBackgroundPassesDuringAppends: with the background goroutine's
+// passes (msync, the release of the pages written, the fill of those
+// ahead, segments made ahead and retired) every millisecond while records
+// are appended through many rolls, every record is recovered, in order.
+func TestBackgroundPassesDuringAppends(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	opts := Options{Sync: SyncInterval, SyncInterval: time.Millisecond, SegmentSize: MinSegmentSize, RollAhead: true}
+	j, _, _ := mustOpen(t, dir, opts)
+	want := testPayloads(0, 3000)
+	for i, p := range want {
+		appendAll(t, j, [][]byte{p})
+		if i%50 == 0 {
+			time.Sleep(300 * time.Microsecond) // let passes fall between appends
+		}
+	}
+	if n := len(segmentFiles(t, dir)); n < 10 {
+		t.Fatalf("%d segments: too few rolls for the test to mean anything", n)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, got, _ := mustOpen(t, dir, opts)
+	checkRecords(t, got, want)
+}
