@@ -60,7 +60,8 @@ const madvPopulateWrite = 23
 // this process's page tables as if written (madvise MADV_POPULATE_WRITE),
 // so that the Append writing there takes no page fault: the fault of a
 // page's first write allocates and zeroes it and marks it dirty, a few
-// microseconds under the shard's lock otherwise. The pages read as zeros
+// microseconds in Append otherwise, while its caller holds whatever it
+// holds (a shard's lock, in package actors). The pages read as zeros
 // still. errCannotFill: a kernel older than 5.14.
 func populate(b []byte) error {
 	if len(b) == 0 {
