@@ -141,7 +141,9 @@ type Config struct {
 	DataDir string
 	// JournalSync says when journals are flushed; 0 means SyncInterval.
 	JournalSync SyncMode
-	// JournalSyncInterval is the flush period of SyncInterval; 0 means 100ms.
+	// JournalSyncInterval is the flush period of SyncInterval, and with
+	// SyncNone the period at which the journal's pages are mapped ahead
+	// and written ones released (see package journal); 0 means 100ms.
 	JournalSyncInterval time.Duration
 	// OnJournalError says what a shard does while its journal fails.
 	OnJournalError JournalErrorPolicy

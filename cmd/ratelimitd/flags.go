@@ -187,7 +187,7 @@ func journalFlags(fs *flag.FlagSet, cfg *config) {
 		cfg.journalSync = m
 		return nil
 	})
-	durationFlag(fs, &cfg.journalSyncInterval, "journal-sync-interval", "`period` of the journal flush in interval mode", false)
+	durationFlag(fs, &cfg.journalSyncInterval, "journal-sync-interval", "`period` of the journal flush in interval mode (with none, of the background passes that map the journal's next pages ahead)", false)
 	fs.Func("on-journal-error", "what a shard does while its journal fails (full disk, I/O error): closed refuses checks with 503, open answers from memory (default closed)", func(s string) error {
 		p, err := actors.ParseJournalErrorPolicy(s)
 		if err != nil {

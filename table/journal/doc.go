@@ -236,11 +236,14 @@
 // cache, dirty until written back, and read back the same, but writeback
 // then has no mapping of them to write-protect, and so no other CPU's TLB
 // to flush page by page. Those pages also leave the process's resident
-// size. With RollAhead and SyncInterval, the background goroutine also
-// maps the pages the next records will take, before Append writes them
-// (madvise MADV_POPULATE_WRITE, Linux 5.14; nothing on an older kernel),
-// so that a page's first write takes no page fault under its writer's
-// lock; they read as zeros still.
+// size. With RollAhead and SyncInterval or SyncNone, the background
+// goroutine also maps the pages the next records will take, before Append
+// writes them (madvise MADV_POPULATE_WRITE, Linux 5.14; nothing on an
+// older kernel), so that a page's first write takes no page fault under
+// its writer's lock; they read as zeros still. With RollAhead and
+// SyncNone, which never msyncs, it also takes the pages written for good
+// out of the page tables every SyncInterval, as an msync would first: the
+// kernel's own writeback, which then writes them, finds no mapping either.
 //
 // The power-loss model is that bytes written after the last msync may read
 // back as zeros, garbage, or only their first 512-byte sectors. Recovery

@@ -47,8 +47,10 @@ type Journal struct {
 
 	// syncMu serialises msyncs of cur and the swap of cur on a roll.
 	syncMu sync.Mutex
-	synced int64        // offset in cur up to which msync succeeded; under syncMu
-	pub    atomic.Int64 // SyncInterval: write offset published by Commit
+	synced int64 // offset in cur up to which msync succeeded; under syncMu
+	// pub is the write offset in cur Commit published last, for the
+	// background goroutine: SyncInterval, and SyncNone with RollAhead.
+	pub atomic.Int64
 
 	// Background sync errors, see noteSync and takeSyncErr. pending is
 	// syncErr != nil, set and cleared under errMu, so that a Commit with no
@@ -77,6 +79,11 @@ type Journal struct {
 	fillSeg, fillNext           *segment
 	filled, fillEnd, nextFilled int64
 	noFill                      bool
+	// Background only, SyncNone: the segment whose written pages release
+	// takes out of the page tables, and up to where it has (see
+	// releaseWritten).
+	relSeg   *segment
+	released int64
 }
 
 // retired is a full segment after a roll: written up to end, msynced up to
@@ -341,9 +348,9 @@ func (j *Journal) closeOut(old *segment, oldOff int64, seg *segment) {
 // Commit ends a batch of Appends. With SyncAlways it msyncs every byte
 // written since the last successful sync before returning (one msync per
 // batch: group commit) and returns its error. Otherwise it publishes the
-// write position to the background syncer (SyncInterval) and returns the
-// background sync error that is pending, if any: see the package
-// documentation, "Sync modes and sync errors".
+// write position to the background goroutine (SyncInterval; SyncNone
+// with RollAhead) and returns the background sync error that is pending,
+// if any: see the package documentation, "Sync modes and sync errors".
 func (j *Journal) Commit() error {
 	if j.closed {
 		return ErrClosed
@@ -354,6 +361,9 @@ func (j *Journal) Commit() error {
 	case SyncInterval:
 		j.pub.Store(j.off)
 		return j.takeSyncErr()
+	}
+	if j.c.rollAhead {
+		j.pub.Store(j.off) // SyncNone: for releaseWritten and fillAhead
 	}
 	return nil
 }
@@ -425,11 +435,13 @@ func (j *Journal) syncToLocked(seg *segment, end int64) error {
 }
 
 // runSyncer is the background goroutine: the msyncs of SyncInterval mode
-// every interval, and with RollAhead the segments made ahead and retired.
+// every interval, and with RollAhead the segments made ahead and retired,
+// and (but with SyncAlways) the pages mapped ahead and, with SyncNone,
+// released every interval too.
 func (j *Journal) runSyncer() {
 	defer close(j.done)
 	var tick <-chan time.Time
-	if j.c.sync == SyncInterval {
+	if j.c.sync == SyncInterval || j.c.sync == SyncNone && j.c.rollAhead {
 		t := time.NewTicker(j.c.interval)
 		defer t.Stop()
 		tick = t.C
@@ -456,13 +468,40 @@ func (j *Journal) backgroundPass(prepare bool) {
 		j.backgroundSync()
 	}
 	if j.c.rollAhead {
+		if j.c.sync == SyncNone {
+			j.releaseWritten()
+		}
 		j.retire()
 		if prepare {
 			j.prepare()
 		}
-		if j.c.sync == SyncInterval {
+		if j.c.sync != SyncAlways {
 			j.fillAhead()
 		}
+	}
+}
+
+// releaseWritten is, with SyncNone, what an msync does first with
+// SyncInterval (see release): the pages of cur before the one holding the
+// published end, written for good, leave the page tables, so that the
+// kernel's own writeback interrupts no other CPU page by page either. It
+// leaves j.synced alone: Sync still msyncs them. Only the background
+// goroutine of a RollAhead journal calls it, the one that unmaps full
+// segments (at once, with SyncNone), so cur stays mapped while it runs
+// even if a roll retires it meanwhile.
+func (j *Journal) releaseWritten() {
+	j.syncMu.Lock()
+	seg, end := j.cur, j.pub.Load()
+	j.syncMu.Unlock()
+	if seg == nil {
+		return
+	}
+	if seg != j.relSeg {
+		j.relSeg, j.released = seg, 0
+	}
+	if to := end &^ (j.pageSize - 1); to > j.released {
+		release(seg.m[j.released:to])
+		j.released = to
 	}
 }
 

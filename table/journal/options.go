@@ -83,7 +83,9 @@ type Options struct {
 	// Sync says when records are msynced; zero means SyncInterval.
 	Sync SyncMode
 	// SyncInterval is the period of the background msync in SyncInterval
-	// mode; zero means DefaultSyncInterval.
+	// mode, and of the background passes of a SyncNone journal with
+	// RollAhead (see the package documentation, "Sync modes and sync
+	// errors"); zero means DefaultSyncInterval.
 	SyncInterval time.Duration
 	// SegmentSize is the size in bytes of each segment file, header
 	// included; zero means DefaultSegmentSize. It must be a multiple of the

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -34,6 +35,50 @@ func mapped(t *testing.T, m []byte) (present []bool, ok bool) {
 	return present, true
 }
 
+// appendPages appends records of 100 bytes to j, and to want, until they
+// end in j's fourth page.
+func appendPages(t *testing.T, j *Journal, want [][]byte) [][]byte {
+	t.Helper()
+	ps := int64(os.Getpagesize())
+	for i := 0; j.off < 3*ps+ps/2; i++ {
+		p := bytes.Repeat([]byte{byte(i) | 1}, 100)
+		want = append(want, p)
+		appendAll(t, j, [][]byte{p})
+	}
+	return want
+}
+
+// sameOnDisk fails t unless seg's file holds what its mapping does up to
+// end.
+func sameOnDisk(t *testing.T, seg *segment, end int64) {
+	t.Helper()
+	file, err := os.ReadFile(seg.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(file[:end], seg.m[:end]) {
+		t.Fatal("the file and the mapping differ after the pass")
+	}
+}
+
+// finishReleased appends records past the released pages and through a
+// roll, runs a pass, closes j and checks that a recovery of dir with opts
+// reads want and them.
+func finishReleased(t *testing.T, dir string, j *Journal, opts Options, want [][]byte) {
+	t.Helper()
+	for i := range 50 {
+		p := bytes.Repeat([]byte{byte(i) | 0x80}, 2000)
+		want = append(want, p)
+		appendAll(t, j, [][]byte{p})
+	}
+	j.syncPassForTest()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, got, _ := mustOpen(t, dir, opts)
+	checkRecords(t, got, want)
+}
+
 // TestSyncReleasesWrittenPages: an msync pass first takes the pages
 // written for good (all but the one holding the end of the records) out
 // of the page tables, so that writeback need not flush them from other
@@ -45,13 +90,7 @@ func TestSyncReleasesWrittenPages(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{Sync: SyncInterval, SyncInterval: time.Hour, SegmentSize: MinSegmentSize}
 	j, _, _ := mustOpen(t, dir, opts)
-	ps := int64(os.Getpagesize())
-	var want [][]byte
-	for i := 0; j.off < 3*ps+ps/2; i++ {
-		p := bytes.Repeat([]byte{byte(i) | 1}, 100)
-		want = append(want, p)
-		appendAll(t, j, [][]byte{p})
-	}
+	want := appendPages(t, j, nil)
 	seg, end := j.cur, j.off
 	before, ok := mapped(t, seg.m)
 	if ok && !slices.Equal(before[:4], []bool{true, true, true, true}) {
@@ -66,36 +105,29 @@ func TestSyncReleasesWrittenPages(t *testing.T) {
 			t.Errorf("pages 0-3 mapped after the pass (records end at %d): %v, want [false false false true]", end, got)
 		}
 	}
-	file, err := os.ReadFile(seg.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(file[:end], seg.m[:end]) {
-		t.Fatal("the file and the mapping differ after the pass")
-	}
-	for i := range 50 { // past the released pages' end, and through a roll
-		p := bytes.Repeat([]byte{byte(i) | 0x80}, 2000)
-		want = append(want, p)
-		appendAll(t, j, [][]byte{p})
-	}
-	j.syncPassForTest()
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	_, got, _ := mustOpen(t, dir, opts)
-	checkRecords(t, got, want)
+	sameOnDisk(t, seg, end)
+	finishReleased(t, dir, j, opts, want)
 }
 
-// TestFillAhead: with RollAhead and SyncInterval, a background pass maps
-// the pages after the end of the records (at least minFill of them) and
-// the first ones of the segment made ahead, which then read as zeros
-// still; after a roll the new segment goes on from what was filled; a
-// recovery reads every record.
+// TestFillAhead: with RollAhead and SyncInterval or SyncNone, a
+// background pass maps the pages after the end of the records (at least
+// minFill of them) and the first ones of the segment made ahead, which
+// then read as zeros still; after a roll the new segment goes on from what
+// was filled; a recovery reads every record.
 func TestFillAhead(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []SyncMode{SyncInterval, SyncNone} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			testFillAhead(t, mode)
+		})
+	}
+}
+
+func testFillAhead(t *testing.T, mode SyncMode) {
 	dir := t.TempDir()
 	const segSize = 1 << 20
-	opts := Options{Sync: SyncInterval, SyncInterval: time.Hour, SegmentSize: segSize, RollAhead: true}
+	opts := Options{Sync: mode, SyncInterval: time.Hour, SegmentSize: segSize, RollAhead: true}
 	j, _, _ := mustOpen(t, dir, opts)
 	ps := int64(os.Getpagesize())
 	var want [][]byte
@@ -149,4 +181,68 @@ func TestFillAhead(t *testing.T) {
 	}
 	_, rec, _ := mustOpen(t, dir, opts)
 	checkRecords(t, rec, want)
+}
+
+// TestSyncNoneReleasesWrittenPages: with SyncNone and RollAhead, which
+// never msync, a background pass still takes the pages written for good
+// out of the page tables (all but the one holding the end of the
+// records), so that the kernel's writeback finds no mapping of them
+// either; nothing written is lost (the mapping, the file and a recovery
+// read the same records), and Sync still msyncs every page written, the
+// released ones too.
+func TestSyncNoneReleasesWrittenPages(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var synced [][2]uintptr // the address ranges msynced
+	opts := Options{Sync: SyncNone, SyncInterval: time.Hour, SegmentSize: MinSegmentSize, RollAhead: true}
+	opts.hooks = &testHooks{msync: func(b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		synced = append(synced, [2]uintptr{p, p + uintptr(len(b))})
+		return nil
+	}}
+	j, _, _ := mustOpen(t, dir, opts)
+	want := [][]byte{[]byte("first")}
+	appendAll(t, j, want)
+	// The pass the first segment's creation asked for is taken back if it
+	// has not begun, else waited for: no pass but the test's own runs
+	// while it appends.
+	select {
+	case <-j.wake:
+	default:
+	}
+	j.syncPassForTest()
+	want = appendPages(t, j, want)
+	seg, end := j.cur, j.off
+	before, ok := mapped(t, seg.m)
+	if !ok {
+		t.Skip("no page map to look at")
+	}
+	if !slices.Equal(before[:4], []bool{true, true, true, true}) {
+		t.Fatalf("pages 0-3 mapped before the pass: %v, want all (they were written)", before[:4])
+	}
+	j.syncPassForTest()
+	if got, _ := mapped(t, seg.m); !slices.Equal(got[:4], []bool{false, false, false, true}) {
+		t.Errorf("pages 0-3 mapped after the pass (records end at %d): %v, want [false false false true]", end, got[:4])
+	}
+	mu.Lock()
+	n := len(synced)
+	mu.Unlock()
+	if n != 0 {
+		t.Fatalf("the pass msynced %d ranges; SyncNone never does", n)
+	}
+	sameOnDisk(t, seg, end)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := slices.Clone(synced)
+	mu.Unlock()
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(seg.m)))
+	if len(got) != 1 || got[0][0] != base || got[0][1] != base+uintptr(end) {
+		t.Errorf("Sync msynced %v; want the segment's bytes [0, %d) at %#x, the released pages too", got, end, base)
+	}
+	finishReleased(t, dir, j, Options{Sync: SyncNone, SegmentSize: MinSegmentSize}, want)
 }
