@@ -314,13 +314,23 @@ func TestRollAheadNamesEachSegmentApart(t *testing.T) {
 }
 
 // TestBackgroundPassesDuringAppends: with the background goroutine's
-// passes (msync, the release of the pages written, the fill of those
-// ahead, segments made ahead and retired) every millisecond while records
-// are appended through many rolls, every record is recovered, in order.
+// passes (msync with SyncInterval, the release of the pages written, the
+// fill of those ahead, segments made ahead and retired) every millisecond
+// while records are appended through many rolls, every record is
+// recovered, in order.
 func TestBackgroundPassesDuringAppends(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []SyncMode{SyncInterval, SyncNone} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			testBackgroundPassesDuringAppends(t, mode)
+		})
+	}
+}
+
+func testBackgroundPassesDuringAppends(t *testing.T, mode SyncMode) {
 	dir := t.TempDir()
-	opts := Options{Sync: SyncInterval, SyncInterval: time.Millisecond, SegmentSize: MinSegmentSize, RollAhead: true}
+	opts := Options{Sync: mode, SyncInterval: time.Millisecond, SegmentSize: MinSegmentSize, RollAhead: true}
 	j, _, _ := mustOpen(t, dir, opts)
 	want := testPayloads(0, 3000)
 	for i, p := range want {
