@@ -138,6 +138,17 @@ func checkRecords(t testing.TB, got, want [][]byte) {
 	}
 }
 
+// checkAfterClose closes j and checks that a recovery of dir with opts
+// reads want.
+func checkAfterClose(t testing.TB, dir string, j *Journal, opts Options, want [][]byte) {
+	t.Helper()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, got, _ := mustOpen(t, dir, opts)
+	checkRecords(t, got, want)
+}
+
 // checkPrefix fails unless got is a prefix of want of at least min records.
 func checkPrefix(t testing.TB, got, want [][]byte, min int) {
 	t.Helper()

@@ -72,11 +72,7 @@ func finishReleased(t *testing.T, dir string, j *Journal, opts Options, want [][
 		appendAll(t, j, [][]byte{p})
 	}
 	j.syncPassForTest()
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	_, got, _ := mustOpen(t, dir, opts)
-	checkRecords(t, got, want)
+	checkAfterClose(t, dir, j, opts, want)
 }
 
 // TestSyncReleasesWrittenPages: an msync pass first takes the pages
@@ -116,12 +112,7 @@ func TestSyncReleasesWrittenPages(t *testing.T) {
 // was filled; a recovery reads every record.
 func TestFillAhead(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []SyncMode{SyncInterval, SyncNone} {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			testFillAhead(t, mode)
-		})
-	}
+	eachBackgroundMode(t, testFillAhead)
 }
 
 func testFillAhead(t *testing.T, mode SyncMode) {
@@ -176,11 +167,7 @@ func testFillAhead(t *testing.T, mode SyncMode) {
 	if got, _ := mapped(t, next.m); !got[end/ps] || !got[(end+minFill-1)/ps] {
 		t.Errorf("after the roll, pages %d and %d (records end at %d) not both mapped", end/ps, (end+minFill-1)/ps, end)
 	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	_, rec, _ := mustOpen(t, dir, opts)
-	checkRecords(t, rec, want)
+	checkAfterClose(t, dir, j, opts, want)
 }
 
 // TestSyncNoneReleasesWrittenPages: with SyncNone and RollAhead, which

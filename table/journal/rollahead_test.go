@@ -320,10 +320,17 @@ func TestRollAheadNamesEachSegmentApart(t *testing.T) {
 // recovered, in order.
 func TestBackgroundPassesDuringAppends(t *testing.T) {
 	t.Parallel()
+	eachBackgroundMode(t, testBackgroundPassesDuringAppends)
+}
+
+// eachBackgroundMode runs f in a parallel subtest for each sync mode whose
+// background goroutine releases and fills pages: SyncInterval and
+// SyncNone.
+func eachBackgroundMode(t *testing.T, f func(t *testing.T, mode SyncMode)) {
 	for _, mode := range []SyncMode{SyncInterval, SyncNone} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			testBackgroundPassesDuringAppends(t, mode)
+			f(t, mode)
 		})
 	}
 }
@@ -342,9 +349,5 @@ func testBackgroundPassesDuringAppends(t *testing.T, mode SyncMode) {
 	if n := len(segmentFiles(t, dir)); n < 10 {
 		t.Fatalf("%d segments: too few rolls for the test to mean anything", n)
 	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	_, got, _ := mustOpen(t, dir, opts)
-	checkRecords(t, got, want)
+	checkAfterClose(t, dir, j, opts, want)
 }
