@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,23 @@ func TestShellJoin(t *testing.T) {
 	got := shellJoin([]string{"--save", "", "--dir", "/tmp/a b", "it's"})
 	if want := `--save '' --dir '/tmp/a b' 'it'\''s'`; got != want {
 		t.Errorf("shellJoin = %s, want %s", got, want)
+	}
+}
+
+// TestLineHandoff: with two processors the probe measures a time, more
+// than nothing and less than its budget (two goroutines took every turn);
+// it returns within the budget.
+func TestLineHandoff(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one processor: nothing to hand a line over to")
+	}
+	start := time.Now()
+	h := lineHandoff()
+	if h <= 0 || h >= handoffBudget {
+		t.Errorf("lineHandoff() = %v, want a time in (0, %v)", h, handoffBudget)
+	}
+	if took := time.Since(start); took > handoffBudget+time.Second {
+		t.Errorf("lineHandoff took %v, past its budget %v", took, handoffBudget)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/bench/internal/report"
@@ -53,6 +55,50 @@ func loadAvg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// Bounds of lineHandoff: the turns each goroutine takes (a few tens of
+// milliseconds at most on a machine whose CPUs are far apart), and the
+// time past which it gives up (a goroutine descheduled that long).
+const (
+	handoffRounds = 100_000
+	handoffBudget = 2 * time.Second
+)
+
+// lineHandoff returns how long a cache line takes to pass from one CPU to
+// another: two goroutines take turns incrementing one counter, each
+// spinning until the other has taken its turn, handoffRounds times each.
+// It returns 0 with fewer than two processors, or past handoffBudget.
+// A host that moves a virtual machine's CPUs between neighbouring cores
+// and distant ones while it runs changes this several times over, and with
+// it every figure of checks made on two cores at once.
+func lineHandoff() time.Duration {
+	if runtime.GOMAXPROCS(0) < 2 {
+		return 0
+	}
+	var turn atomic.Int64
+	var gaveUp atomic.Bool
+	start := time.Now()
+	deadline := start.Add(handoffBudget)
+	var wg sync.WaitGroup
+	for g := range int64(2) {
+		wg.Go(func() {
+			for range handoffRounds {
+				for n := 1; turn.Load()%2 != g; n++ {
+					if n%1024 == 0 && (gaveUp.Load() || time.Now().After(deadline)) {
+						gaveUp.Store(true)
+						return
+					}
+				}
+				turn.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if gaveUp.Load() {
+		return 0
+	}
+	return time.Since(start) / (2 * handoffRounds)
 }
 
 func cpuModel() string {

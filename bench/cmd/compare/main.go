@@ -165,8 +165,10 @@ func run(o options) int {
 			r.fail("section %s not run: budget used up", s)
 			continue
 		}
+		h := lineHandoff()
+		r.rep.LineHandoffs = append(r.rep.LineHandoffs, report.LineHandoff{Section: s, Time: h})
 		t0 := time.Now()
-		r.logf("== %s", s)
+		r.logf("== %s (a cache line passes between two CPUs in %v)", s, h)
 		if err := r.section(mctx, s); err != nil {
 			r.fail("section %s: %v", s, err)
 		}

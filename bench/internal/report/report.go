@@ -12,6 +12,12 @@ import (
 	"github.com/ratelimitd/ratelimitd/bench/internal/scaling"
 )
 
+// LineHandoff is a cache line's time between two CPUs before a section.
+type LineHandoff struct {
+	Section string
+	Time    time.Duration // 0: not measured (one CPU, or the probe timed out)
+}
+
 // Report is one run.
 type Report struct {
 	Mode     string // "short" or "full"
@@ -23,7 +29,13 @@ type Report struct {
 	// LoadAvg is /proc/loadavg at the start and at the end of the run: how
 	// busy the machine was besides this suite.
 	LoadAvgStart, LoadAvgEnd string
-	Notes                    []string
+	// LineHandoffs is how long a cache line took to pass between two
+	// goroutines on two CPUs, measured before each section: how far apart
+	// the machine's CPUs were then. A host may move a virtual machine's
+	// CPUs between neighbouring cores and distant ones while it runs,
+	// which changes every multi-core figure a section measures.
+	LineHandoffs []LineHandoff
+	Notes        []string
 
 	// Sections; nil when not run (Skipped says why).
 	HTTP     *HTTP

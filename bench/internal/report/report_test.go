@@ -28,7 +28,8 @@ func synthetic() *Report {
 		Versions:     []Version{{"ratelimitd", "devel @ abc1234", "daemon binary"}, {"gubernator", "v2.13.0", "child process"}},
 		Commands:     []Command{{"this run", "cd bench && go run ./cmd/compare -short"}},
 		LoadAvgStart: "0.10 0.20 0.30", LoadAvgEnd: "1.90 1.00 0.50",
-		Notes: []string{"a note"},
+		LineHandoffs: []LineHandoff{{"http", 29 * time.Nanosecond}, {"embedded", 0}, {"journal", 171 * time.Nanosecond}},
+		Notes:        []string{"a note"},
 		HTTP: &HTTP{Conns: 64, Rounds: 2, PerRound: time.Second, Warmup: time.Second, Keys: 1000, Peers: []HTTPPeer{
 			{Name: "bare net/http handler", Short: ShortBare, Ceiling: true, Request: "GET /", ChecksPerRequest: 1, Requests: 72_000, Elapsed: 2 * time.Second, P50: 1500 * time.Microsecond, P99: 6 * time.Millisecond, ServerCPU: 1.2, CPUSource: "/proc", ClientCPU: 2, CDF: cdf(1500 * time.Microsecond)},
 			{Name: "ratelimitd GET", Short: ShortGet, Request: "GET /check_rate", ChecksPerRequest: 1, Requests: 62_000, Elapsed: 2 * time.Second, P50: 1800 * time.Microsecond, P99: 7 * time.Millisecond, ServerCPU: 1.3, CPUSource: "/proc", ClientCPU: 2, CDF: cdf(1800 * time.Microsecond), Verified: "count of user-0 reached 62"},
@@ -184,6 +185,7 @@ func TestWrite(t *testing.T) {
 		"# ratelimitd and its peers, side by side",
 		"**short** mode", "Test CPU, 2 cores", "6.1.0", "go1.26.8", "| gubernator | v2.13.0 |",
 		"cd bench && go run ./cmd/compare -short",
+		"| a cache line passed between two CPUs, before each section | http 29 ns · embedded not measured · journal 171 ns |",
 		"- **MISS** — ratelimitd HTTP GET", "- **MISS** — batches of 100",
 		"| ratelimitd GET | GET /check_rate | 31.0k | 31.0k | 0.86× | 1.80 ms | 7.00 ms |",
 		"| ratelimitd batch | POST /check_rate ×100 | 9.00k | 900.0k | 0.25× |",
