@@ -36,16 +36,18 @@ func reserve(f *os.File, size int64) error {
 
 // release takes b, page-aligned pages of a segment's mapping written for
 // good, out of this process's page tables (madvise MADV_DONTNEED) before
-// an msync. For a MAP_SHARED file mapping that changes nothing anyone can
-// read: the pages stay in the page cache, dirty until written back, and a
-// later read through the mapping faults them in again from there. What it
-// saves is the msync's own cost: writeback write-protects each page it
-// cleans in every page table that maps it, and flushes that page from the
-// TLBs of every other CPU running a thread of the process, one
-// interrupt per page (the syncer waiting for each); one madvise flushes
-// the whole range once. Measured with BenchmarkCheckJournal, sync=interval,
-// 5M checks on 2 CPUs: 16k TLB shootdowns without, 0.4k with. An error
-// costs only those interrupts, so release does not report it.
+// an msync, or with SyncNone at each background pass (releaseWritten),
+// before the kernel's own writeback. For a MAP_SHARED file mapping that
+// changes nothing anyone can read: the pages stay in the page cache, dirty
+// until written back, and a later read through the mapping faults them in
+// again from there. What it saves is writeback's own cost: it
+// write-protects each page it cleans in every page table that maps it,
+// and flushes that page from the TLBs of every other CPU running a thread
+// of the process, one interrupt per page (the syncer waiting for each);
+// one madvise flushes the whole range once. Measured with
+// BenchmarkCheckJournal, sync=interval, 5M checks on 2 CPUs: 16k TLB
+// shootdowns without, 0.4k with. An error costs only those interrupts, so
+// release does not report it.
 func release(b []byte) {
 	if len(b) > 0 {
 		_ = syscall.Madvise(b, syscall.MADV_DONTNEED)

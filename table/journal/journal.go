@@ -436,8 +436,8 @@ func (j *Journal) syncToLocked(seg *segment, end int64) error {
 
 // runSyncer is the background goroutine: the msyncs of SyncInterval mode
 // every interval, and with RollAhead the segments made ahead and retired,
-// and (but with SyncAlways) the pages mapped ahead and, with SyncNone,
-// released every interval too.
+// and, except with SyncAlways, the pages mapped ahead (and with SyncNone
+// the written ones released) every interval too.
 func (j *Journal) runSyncer() {
 	defer close(j.done)
 	var tick <-chan time.Time
