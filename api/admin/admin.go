@@ -69,7 +69,26 @@ type Options struct {
 	// member of, served as JSON on GET /cluster (with the token); without
 	// it /cluster is 404.
 	Cluster func() any
+	// AuthFailures is how many requests with a wrong token a client
+	// address (an IPv4 address, or the /64 of an IPv6 one) may send at
+	// once, then per minute; past it, a request of it that carries an
+	// Authorization header is answered 429 with Retry-After, its token not
+	// compared, until the address has an attempt again, and the lock-out
+	// is logged (Warn). Requests with a right token count nothing, and
+	// neither do requests without an Authorization header (401). Zero
+	// means DefaultAuthFailures; negative, no limit (for callers that share
+	// an address behind a proxy or NAT).
+	AuthFailures int
+	// Now is the clock of the limit of failed tokens; nil means time.Now.
+	Now func() time.Time
 }
+
+// DefaultAuthFailures is Options.AuthFailures's default.
+const DefaultAuthFailures = 10
+
+// maxAuthClients bounds the client addresses the limit of failed tokens
+// remembers (secret.Limiter).
+const maxAuthClients = 4096
 
 // Admin route paths.
 const (
@@ -95,8 +114,12 @@ type admin struct {
 	log     *slog.Logger
 	metrics http.Handler // nil: no /metrics here
 	cluster func() any   // nil: no /cluster here
-	mux     *http.ServeMux
-	mu      sync.Mutex // serializes rule changes, so OnRulesChanged sees them in order
+	// failures limits the requests with a wrong token per client address;
+	// nil: no limit.
+	failures *secret.Limiter
+	now      func() time.Time
+	mux      *http.ServeMux
+	mu       sync.Mutex // serializes rule changes, so OnRulesChanged sees them in order
 }
 
 // NewHandler returns the HTTP handler of the admin API, to be served on a
@@ -122,9 +145,19 @@ func NewHandler(opts Options) (http.Handler, error) {
 		log:       opts.Logger,
 		metrics:   opts.Metrics,
 		cluster:   opts.Cluster,
+		now:       opts.Now,
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if n := opts.AuthFailures; n >= 0 {
+		if n == 0 {
+			n = DefaultAuthFailures
+		}
+		a.failures = secret.NewLimiter(int64(n), maxAuthClients)
 	}
 	a.mux = a.routes()
 	return a, nil
@@ -135,7 +168,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 // its SHA-256 digest in constant time (secret.In), so neither its bytes
 // nor its length leak through timing.
 func (a *admin) authorized(r *http.Request) bool {
-	vals := r.Header.Values("Authorization")
+	vals := r.Header.Values(hdrAuthorization)
 	if len(vals) != 1 {
 		return false
 	}
@@ -207,17 +240,40 @@ func (a *admin) route(mux *http.ServeMux, path string, private bool, guard func(
 	}
 }
 
+// hdrAuthorization is the canonical key of the Authorization header.
+const hdrAuthorization = "Authorization"
+
 // withToken serves h to requests that carry the token and answers 401 to
-// the others.
+// the others, or 429 to a client address that sent a wrong one too often
+// (Options.AuthFailures).
 func (a *admin) withToken(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.authorized(r) {
-			w.Header()["Www-Authenticate"] = []string{"Bearer"}
-			a.WriteError(w, http.StatusUnauthorized, "", "this endpoint needs the admin token: send Authorization: Bearer TOKEN")
+		if len(r.Header[hdrAuthorization]) == 0 {
+			a.unauthorized(w) // nothing to compare, nothing to count
 			return
 		}
-		h(w, r)
+		client := secret.ClientKey(r.RemoteAddr)
+		v, retry := a.failures.Attempt(client, a.now(), func() bool { return a.authorized(r) })
+		switch v {
+		case secret.Accepted:
+			h(w, r)
+		case secret.Limited:
+			secs := secret.RetrySeconds(retry)
+			w.Header()[httpwire.HdrRetryAfter] = []string{strconv.FormatInt(secs, 10)}
+			a.WriteError(w, http.StatusTooManyRequests, "", fmt.Sprintf("too many requests with a wrong admin token from this address; retry in %d s", secs))
+		case secret.LockedOut:
+			a.log.Warn("admin: requests with a token refused for a while after too many wrong ones from one address", "client", client, "retry_after_s", secret.RetrySeconds(retry))
+			a.unauthorized(w)
+		default:
+			a.unauthorized(w)
+		}
 	}
+}
+
+// unauthorized answers 401 to a request without the token.
+func (a *admin) unauthorized(w http.ResponseWriter) {
+	w.Header()["Www-Authenticate"] = []string{"Bearer"}
+	a.WriteError(w, http.StatusUnauthorized, "", "this endpoint needs the admin token: send Authorization: Bearer TOKEN")
 }
 
 // withRules serves h when there is a rules store, and answers 404 without.

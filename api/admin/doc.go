@@ -8,7 +8,10 @@
 //
 // Guarantees: every request but GET /healthz needs the token, checked
 // before its path is looked at; the token is compared in constant time
-// (through SHA-256 digests, so its length does not leak either); an
+// (through SHA-256 digests, so its length does not leak either); wrong
+// tokens are limited per client address (Options.AuthFailures: past the
+// limit, a request with a token is 429 with Retry-After, its token not
+// compared), so a token cannot be guessed at the listener's speed; an
 // unknown path is a JSON 404, a wrong method a JSON 405 with Allow; a
 // rule the table cannot take is refused (400 naming the field); changes
 // are serialized, and OnRulesChanged hears of them in version order.

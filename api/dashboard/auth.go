@@ -151,10 +151,26 @@ func (h *Handler) bearer(r *http.Request) bool {
 // tokenMatches reports whether tok is one of the tokens accepted now.
 func (h *Handler) tokenMatches(tok string) bool { return secret.In([]byte(tok), h.tokens()) }
 
-// authorized reports whether r may read the dashboard: a session cookie or
-// the bearer token.
-func (h *Handler) authorized(r *http.Request, now time.Time) bool {
-	return h.hasSession(r, now) || h.bearer(r)
+// access decides whether r may read the dashboard: Accepted with a
+// session cookie or the bearer token. A request with an Authorization
+// header is an attempt at the token, decided under the login limiter:
+// a wrong token is counted (Refused, or LockedOut, logged, when it used
+// up the address's attempts), and an address without attempts left is
+// Limited for retry, its token not compared. Without a session or an
+// Authorization header it is Refused, counting nothing.
+func (h *Handler) access(r *http.Request, now time.Time) (secret.Verdict, time.Duration) {
+	if h.hasSession(r, now) {
+		return secret.Accepted, 0
+	}
+	if len(r.Header["Authorization"]) == 0 {
+		return secret.Refused, 0
+	}
+	client := clientKey(r)
+	v, retry := h.logins.Attempt(client, now, func() bool { return h.bearer(r) })
+	if v == secret.LockedOut {
+		h.log.Warn("dashboard: bearer tokens refused for a while after too many wrong ones from one address", "client", client, "retry_after_s", secret.RetrySeconds(retry))
+	}
+	return v, retry
 }
 
 // clientKey names r's client for the login limiter (secret.ClientKey):

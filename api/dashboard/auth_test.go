@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratelimitd/ratelimitd/api/internal/apitest"
 )
 
 // login POSTs the login form with token and returns the response.
@@ -258,6 +260,78 @@ func TestBearer(t *testing.T) {
 		if resp.StatusCode != c.status {
 			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.status)
 		}
+	}
+}
+
+// TestBearerLimited: wrong bearer tokens count against the address's
+// login attempts (right ones and requests without a token do not), on
+// the JSON endpoints and on the page alike; once they are used up, a
+// request with a token, the right one too, is 429 with Retry-After, the
+// JSON endpoints in JSON and the page as the login form, and so is a
+// login; a session cookie is still served, and another address too.
+func TestBearerLimited(t *testing.T) {
+	t.Parallel()
+	var logs apitest.LogBuffer
+	srv, clk := server(t, Options{Traffic: &TrafficRing{}, Logger: logs.Logger()})
+	resp, _ := login(t, noRedirects(), srv.URL, testToken) // one of the attempts
+	cookie := sessionCookie(t, resp)
+	get := func(path string, header map[string]string) (*http.Response, string) {
+		t.Helper()
+		return do(t, nil, http.MethodGet, srv.URL+path, "", header)
+	}
+	wrong := map[string]string{"Authorization": "Bearer " + testToken + "x"}
+	for i := range 20 {
+		if resp, _ := get(PathTraffic, bearer); resp.StatusCode != 200 {
+			t.Fatalf("the right token %d: %d, want 200", i+1, resp.StatusCode)
+		}
+		if resp, _ := get(PathTraffic, nil); resp.StatusCode != 401 {
+			t.Fatalf("no token %d: %d, want 401", i+1, resp.StatusCode)
+		}
+	}
+	for i := range LoginAttempts - 1 {
+		path := PathTraffic
+		if i%2 == 1 {
+			path = PathPage // the page with a wrong token: the login form
+		}
+		if resp, body := get(path, wrong); path == PathTraffic && resp.StatusCode != 401 || path == PathPage && (resp.StatusCode != 200 || !isLoginForm(body)) {
+			t.Fatalf("wrong token %d on %s: %d, want 401 (the endpoint) or the login form (the page)", i+1, path, resp.StatusCode)
+		}
+	}
+	if n := strings.Count(logs.String(), "bearer tokens refused for a while"); n != 1 {
+		t.Fatalf("logged %d lock-outs after the last attempt, want 1:\n%s", n, logs.String())
+	}
+	resp, body := get(PathTraffic, bearer)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "6" || !strings.Contains(body, `"error":"too many attempts at the token from this address; retry in 6 s"`) {
+		t.Errorf("the right token, limited: %d Retry-After %q %s; want 429, 6 and the JSON error", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	resp, body = get(PathPage, bearer)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "6" || !isLoginForm(body) || !strings.Contains(body, "try again in 6 s") {
+		t.Errorf("the page with the right token, limited: %d Retry-After %q; want 429, 6 and the login form saying so", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if resp, _ := login(t, noRedirects(), srv.URL, testToken); resp.StatusCode != 429 {
+		t.Errorf("a login, limited: %d, want 429", resp.StatusCode)
+	}
+	if resp, _ := do(t, nil, http.MethodGet, srv.URL+PathTraffic, "", map[string]string{"Cookie": cookie.Name + "=" + cookie.Value}); resp.StatusCode != 200 {
+		t.Errorf("the session cookie, limited: %d, want 200", resp.StatusCode)
+	}
+	if resp, _ := get(PathTraffic, nil); resp.StatusCode != 401 {
+		t.Errorf("no token, limited: %d, want 401", resp.StatusCode)
+	}
+	req := httptest.NewRequest(http.MethodGet, PathTraffic, nil)
+	req.RemoteAddr = "192.0.2.9:1000"
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	h, err := New(Options{Token: testToken, Traffic: &TrafficRing{}, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != 200 {
+		t.Errorf("another handler's address: %d, want 200", w.Code)
+	}
+	clk.Add(6 * time.Second)
+	if resp, _ := get(PathTraffic, bearer); resp.StatusCode != 200 {
+		t.Errorf("the right token 6 s on: %d, want 200", resp.StatusCode)
 	}
 }
 

@@ -247,7 +247,12 @@ func (h *Handler) allow(w http.ResponseWriter, r *http.Request, method string) b
 
 // servePage answers the page with a session, else the login form (200).
 func (h *Handler) servePage(w http.ResponseWriter, r *http.Request, now time.Time) {
-	if !h.authorized(r, now) {
+	switch v, retry := h.access(r, now); v {
+	case secret.Limited:
+		h.writeLimited(w, retry)
+		return
+	case secret.Accepted:
+	default:
 		h.writeLogin(w, http.StatusOK, "")
 		return
 	}
@@ -269,16 +274,22 @@ func (h *Handler) writeLogin(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write(b.Bytes())
 }
 
+// writeLimited answers an address with no attempt at the token left: 429,
+// Retry-After and the login form saying when to try again.
+func (h *Handler) writeLimited(w http.ResponseWriter, retry time.Duration) {
+	secs := secret.RetrySeconds(retry)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	h.writeLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many attempts from this address: try again in %d s.", secs))
+}
+
 // serveLogin checks the token of the login form: right, it sets the session
 // cookie and sends the browser to the page; wrong, 401 and the form again,
 // saying no more.
 func (h *Handler) serveLogin(w http.ResponseWriter, r *http.Request, now time.Time) {
 	addr := clientKey(r)
 	if ok, retry := h.logins.Spend(addr, now); !ok {
-		secs := secret.RetrySeconds(retry)
-		h.log.Warn("dashboard login limited", "client", addr, "retry_after_s", secs)
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		h.writeLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many attempts from this address: try again in %d s.", secs))
+		h.log.Warn("dashboard login limited", "client", addr, "retry_after_s", secret.RetrySeconds(retry))
+		h.writeLimited(w, retry)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
@@ -315,7 +326,14 @@ func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request, name strin
 // serveData answers the JSON endpoints, which need the session cookie or
 // the bearer token.
 func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, now time.Time) {
-	if !h.authorized(r, now) {
+	switch v, retry := h.access(r, now); v {
+	case secret.Limited:
+		secs := secret.RetrySeconds(retry)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		writeError(w, http.StatusTooManyRequests, "", fmt.Sprintf("too many attempts at the token from this address; retry in %d s", secs))
+		return
+	case secret.Accepted:
+	default:
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		writeError(w, http.StatusUnauthorized, "", "log in on the dashboard, or send Authorization: Bearer TOKEN")
 		return

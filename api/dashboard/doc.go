@@ -44,7 +44,13 @@
 // at once, then one per 6 s, in a token bucket of package table per IPv4
 // address or IPv6 /64 (the connection's address, not a forwarding header),
 // at most 4096 addresses remembered (the one closest to having its attempts
-// back is forgotten first); past it, 429 with Retry-After.
+// back is forgotten first); past it, 429 with Retry-After. A wrong bearer
+// token, on the page or a JSON endpoint, is an attempt too, counted in the
+// same bucket (a right one, a session cookie or no Authorization header
+// counts nothing); past the limit, a request with a bearer token, the
+// right one included, is 429 with Retry-After without its token being
+// compared (the JSON endpoints in JSON, the page as the login form), and
+// the lock-out is logged once.
 //
 // Every response carries ContentSecurityPolicy (only this origin, no inline
 // script or style, no eval, frame-ancestors 'none'), X-Content-Type-Options:

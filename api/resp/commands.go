@@ -608,20 +608,17 @@ func (s *Server) auth(st *session, args [][]byte) {
 		s.replyErr(st, id, ResultWrongPass, "WRONGPASS invalid username-password pair or user is disabled.")
 		return
 	}
-	lim, now := s.authFailures, s.opts.Now()
-	if lim != nil {
-		if ok, retry := lim.Allowed(st.client, now); !ok {
-			s.replyErr(st, id, ResultAuthLimited, fmt.Sprintf("ERR too many failed AUTH attempts from this address; retry in %d s", secret.RetrySeconds(retry)))
-			return
-		}
-	}
-	if user != "default" || !secret.In(pass, s.passwords()) {
-		if lim != nil {
-			lim.Spend(st.client, now)
-			if ok, retry := lim.Allowed(st.client, now); !ok {
-				s.log.Warn("resp: AUTH refused for a while after too many failures from one address", "client", st.client, "retry_after_s", secret.RetrySeconds(retry))
-			}
-		}
+	v, retry := s.authFailures.Attempt(st.client, s.opts.Now(), func() bool {
+		return user == "default" && secret.In(pass, s.passwords())
+	})
+	switch v {
+	case secret.Limited:
+		s.replyErr(st, id, ResultAuthLimited, fmt.Sprintf("ERR too many failed AUTH attempts from this address; retry in %d s", secret.RetrySeconds(retry)))
+		return
+	case secret.LockedOut:
+		s.log.Warn("resp: AUTH refused for a while after too many failures from one address", "client", st.client, "retry_after_s", secret.RetrySeconds(retry))
+		fallthrough
+	case secret.Refused:
 		s.replyErr(st, id, ResultWrongPass, "WRONGPASS invalid username-password pair or user is disabled.")
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/actors"
+	"github.com/ratelimitd/ratelimitd/api/admin"
 	"github.com/ratelimitd/ratelimitd/api/clientip"
 	"github.com/ratelimitd/ratelimitd/table"
 )
@@ -47,6 +48,9 @@ type config struct {
 	rulesFile      string
 	adminListen    string
 	adminTokenFile string
+	// adminAuthFailures is admin.Options.AuthFailures: 0 its default,
+	// negative no limit.
+	adminAuthFailures int
 
 	proxy proxyConfig
 
@@ -206,6 +210,25 @@ func rulesFlags(fs *flag.FlagSet, cfg *config) {
 	fs.StringVar(&cfg.rulesFile, "rules", "", "YAML `file` of named rules (rules: [{name, algorithm, scale, limit, burst, shadow, match}]); reloaded when it changes and on SIGHUP")
 	addrFlag(fs, &cfg.adminListen, "admin-listen", "`address` (host:port) of the admin API (rules, reset, inspect); served only with --admin-token-file (default 127.0.0.1:8081)")
 	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token, at least 16 bytes, in a file no group or other user may access (mode 0600 or 0400): one per line, any of them accepted; re-read when it changes, so a token rotates without a restart; without it the admin API is off")
+	authFailuresFlag(fs, &cfg.adminAuthFailures, "admin-auth-failures", "`number` of requests with a wrong token a client address may send to the admin listener at once, then per minute, before its requests with a token are answered 429 for a while, their tokens not compared; 0 turns the limit off, for callers that share an address behind a proxy or NAT (default "+strconv.Itoa(admin.DefaultAuthFailures)+")")
+}
+
+// authFailuresFlag defines a flag of the failed attempts at a secret a
+// client address may make (secret.Limiter): p gets the number, or -1 for
+// 0, which turns the limit off; left alone, p stays 0, the default.
+func authFailuresFlag(fs *flag.FlagSet, p *int, name, usage string) {
+	fs.Func(name, usage, func(s string) error {
+		n, err := strconv.Atoi(s)
+		switch {
+		case err != nil || n < 0:
+			return errors.New("must be a number, 0 or more")
+		case n == 0:
+			*p = -1
+		default:
+			*p = n
+		}
+		return nil
+	})
 }
 
 // proxyFlags defines the flags of proxy mode: the upstream, who the

@@ -40,18 +40,7 @@ func respFlags(fs *flag.FlagSet, cfg *config) {
 	})
 	intFlag(fs, &cfg.redis.maxConns, "redis-max-conns", "`number` of Redis protocol connections held open at most; one more is answered \"ERR max number of clients reached\" and closed (default: the listener's share of the descriptor limit, at most "+strconv.Itoa(resp.DefaultMaxConns)+"; see README)", 1, 0)
 	fs.StringVar(&cfg.redis.passwordFile, "redis-password-file", "", "`file` holding the password Redis clients must give with AUTH before any other command, in a file no group or other user may access (mode 0600 or 0400): one per line, any of them accepted; re-read when it changes, so a password rotates without a restart; without it no AUTH is asked")
-	fs.Func("redis-auth-failures", "`number` of failed AUTHs a client address may make at once, then per minute, before its AUTHs are refused for a while, their passwords not compared; 0 turns the limit off, for clients that share an address behind a proxy or NAT (default "+strconv.Itoa(resp.DefaultAuthFailures)+")", func(s string) error {
-		n, err := strconv.Atoi(s)
-		switch {
-		case err != nil || n < 0:
-			return errors.New("must be a number, 0 or more")
-		case n == 0:
-			cfg.redis.authFailures = -1
-		default:
-			cfg.redis.authFailures = n
-		}
-		return nil
-	})
+	authFailuresFlag(fs, &cfg.redis.authFailures, "redis-auth-failures", "`number` of failed AUTHs a client address may make at once, then per minute, before its AUTHs are refused for a while, their passwords not compared; 0 turns the limit off, for clients that share an address behind a proxy or NAT (default "+strconv.Itoa(resp.DefaultAuthFailures)+")")
 	fs.Func("redis-idle-timeout", "close a Redis protocol connection that sends nothing for this long, a `duration`; 0 never closes one (default "+resp.DefaultIdleTimeout.String()+")", func(s string) error {
 		d, err := time.ParseDuration(s)
 		switch {

@@ -97,6 +97,9 @@ func startAdmin(cfg *config, tokens func() []string, maxConns int, log *slog.Log
 		Tokens:  tokens,
 		Logger:  alog,
 		Cluster: clusterStatus(sys),
+		// The dashboard mounted in front counts the wrong tokens of its
+		// own endpoints and logins apart.
+		AuthFailures: cfg.adminAuthFailures,
 		OnRulesChanged: func(s *rules.Set) {
 			alog.Info("rules changed through the admin API", "version", s.Version(), "rules", s.Len())
 		},

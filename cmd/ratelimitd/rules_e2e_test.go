@@ -146,11 +146,17 @@ func startRulesDaemon(t *testing.T, flags ...string) (d *daemon, rulesFile, admi
 	tokenFile := filepath.Join(dir, "token")
 	writeFile(t, tokenFile, adminToken+"\n") // writeFile makes it 0600, as the daemon requires
 	d = startDaemon(t, append([]string{"--rules", rulesFile, "--admin-token-file", tokenFile, "--admin-listen", "127.0.0.1:0"}, flags...)...)
+	return d, rulesFile, adminURL(t, d)
+}
+
+// adminURL waits for d's admin listener and returns its base URL.
+func adminURL(t *testing.T, d *daemon) string {
+	t.Helper()
 	line, err := d.logs.waitLine(startTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "admin listening" })
 	if err != nil {
 		t.Fatalf("no admin listening line: %v\n%s", err, d.logs)
 	}
-	return d, rulesFile, "http://" + line["addr"]
+	return "http://" + line["addr"]
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -375,6 +381,41 @@ func TestE2EEmptyRulesFile(t *testing.T) {
 	}
 }
 
+// TestE2EAdminAuthFailures: with --admin-auth-failures 2, the second
+// wrong token from an address locks it out, logged with the address and
+// no token: its next request, with the right token, is 429 with
+// Retry-After 30 (2 attempts a minute), without a token still 401.
+func TestE2EAdminAuthFailures(t *testing.T) {
+	t.Parallel()
+	const tok = "right-token-0123456789abcdef"
+	path := filepath.Join(t.TempDir(), "token")
+	writeFile(t, path, tok+"\n")
+	d := startDaemon(t, "--admin-token-file", path, "--admin-listen", "127.0.0.1:0", "--admin-auth-failures", "2")
+	base := adminURL(t, d)
+	for i := range 2 {
+		if r := adminDo(t, "GET", base+"/stats", "wrong-token-0123456789abcdef", ""); r.status != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d, want 401", i+1, r.status)
+		}
+	}
+	r := adminDo(t, "GET", base+"/stats", tok, "")
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "30" ||
+		!strings.Contains(string(r.body), `"error":"too many requests with a wrong admin token from this address; retry in 30 s"`) {
+		t.Errorf("the right token after 2 wrong ones: %d Retry-After %q %s; want 429, 30 and the JSON error", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if r := adminDo(t, "GET", base+"/stats", "", ""); r.status != http.StatusUnauthorized {
+		t.Errorf("no token while locked out: %d, want 401", r.status)
+	}
+	rec, err := d.logs.waitLine(pollTimeout, d.exited, func(rec logRecord) bool {
+		return rec["msg"] == "admin: requests with a token refused for a while after too many wrong ones from one address"
+	})
+	if err != nil {
+		t.Fatalf("no lock-out line: %v\n%s", err, d.logs)
+	}
+	if rec["client"] != "127.0.0.1" || rec["level"] != "WARN" || strings.Contains(d.logs.String(), "wrong-token") {
+		t.Errorf("the lock-out line %v: want client 127.0.0.1 at WARN, and no token in the logs", rec)
+	}
+}
+
 // TestE2EAdminTokenRotation: a rewritten admin token file is taken without
 // a restart, by the admin API and the dashboard alike: a second line is a
 // second token, and a dropped token is refused, its dashboard session
@@ -384,12 +425,10 @@ func TestE2EAdminTokenRotation(t *testing.T) {
 	const oldTok, newTok = "old-token-0123456789abcdef", "new-token-0123456789abcdef"
 	path := filepath.Join(t.TempDir(), "token")
 	writeFile(t, path, oldTok+"\n")
-	d := startDaemon(t, "--admin-token-file", path, "--admin-listen", "127.0.0.1:0")
-	line, err := d.logs.waitLine(startTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "admin listening" })
-	if err != nil {
-		t.Fatalf("no admin listening line: %v\n%s", err, d.logs)
-	}
-	base := "http://" + line["addr"]
+	// The test polls with a token until the reload takes it or drops it:
+	// wrong tokens, which the limit of failures would soon refuse.
+	d := startDaemon(t, "--admin-token-file", path, "--admin-listen", "127.0.0.1:0", "--admin-auth-failures", "0")
+	base := adminURL(t, d)
 	status := func(tok string) int { return adminDo(t, "GET", base+"/stats", tok, "").status }
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	login := func(tok string) *http.Cookie {
@@ -490,11 +529,7 @@ func TestE2EAdminTokenFile(t *testing.T) {
 			}
 			if tt.want == nil {
 				d := startDaemon(t, "--admin-token-file", path, "--admin-listen", "127.0.0.1:0")
-				line, err := d.logs.waitLine(startTimeout, d.exited, func(rec logRecord) bool { return rec["msg"] == "admin listening" })
-				if err != nil {
-					t.Fatalf("no admin listening line: %v\n%s", err, d.logs)
-				}
-				if r := adminDo(t, "GET", "http://"+line["addr"]+"/rules", long, ""); r.status != http.StatusOK {
+				if r := adminDo(t, "GET", adminURL(t, d)+"/rules", long, ""); r.status != http.StatusOK {
 					t.Fatalf("GET /rules with the token: got %v, want 200", r)
 				}
 				return

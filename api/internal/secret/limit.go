@@ -41,6 +41,50 @@ func (l *Limiter) Allowed(client string, now time.Time) (bool, time.Duration) {
 	return l.apply(client, 0, now)
 }
 
+// Verdict is what Attempt made of an attempt at a secret.
+type Verdict int
+
+// Verdicts.
+const (
+	// Accepted: the secret matched; nothing was counted.
+	Accepted Verdict = iota
+	// Refused: the secret did not match; the failure was counted.
+	Refused
+	// LockedOut: the secret did not match, and this failure used up the
+	// client's attempts: its next ones are Limited for a while. The caller
+	// logs it, once per lock-out.
+	LockedOut
+	// Limited: the secret was not compared, the client having failed too
+	// often; retry says for how long.
+	Limited
+)
+
+// Attempt decides one attempt of client at a secret at now: Limited,
+// without calling matches, when the client has no attempt left; else
+// Accepted if matches reports true, and otherwise a failure, counted
+// (Refused, or LockedOut when it was the client's last). Only failures
+// count, so a client that always has the secret is never limited. retry
+// is how long the client must wait, for Limited and LockedOut. A nil
+// Limiter limits nothing: it only calls matches.
+func (l *Limiter) Attempt(client string, now time.Time, matches func() bool) (v Verdict, retry time.Duration) {
+	if l != nil {
+		if ok, retry := l.Allowed(client, now); !ok {
+			return Limited, retry
+		}
+	}
+	if matches() {
+		return Accepted, 0
+	}
+	if l == nil {
+		return Refused, 0
+	}
+	l.Spend(client, now)
+	if ok, retry := l.Allowed(client, now); !ok {
+		return LockedOut, retry
+	}
+	return Refused, 0
+}
+
 func (l *Limiter) apply(client string, hits int64, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

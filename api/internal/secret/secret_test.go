@@ -80,6 +80,59 @@ func TestLimiter(t *testing.T) {
 	}
 }
 
+// TestAttempt: a client's failures are counted until its attempts are
+// used up (the last one LockedOut), then its attempts are Limited without
+// the secret being compared, the right one included, until the bucket
+// refills; successes count nothing, and a nil Limiter only compares.
+func TestAttempt(t *testing.T) {
+	t.Parallel()
+	l := NewLimiter(3, 16)
+	now := time.Unix(1_000_000, 0)
+	compared := 0
+	right := func() bool { compared++; return true }
+	wrong := func() bool { compared++; return false }
+	for i := range 50 {
+		if v, retry := l.Attempt("a", now, right); v != Accepted || retry != 0 {
+			t.Fatalf("right secret %d: got %v, %v; want Accepted, 0", i+1, v, retry)
+		}
+	}
+	want := []Verdict{Refused, Refused, LockedOut, Limited, Limited}
+	for i, w := range want {
+		v, retry := l.Attempt("a", now, wrong)
+		wantRetry := time.Duration(0)
+		if w == LockedOut || w == Limited {
+			wantRetry = 20 * time.Second
+		}
+		if v != w || retry != wantRetry {
+			t.Fatalf("wrong secret %d: got %v, %v; want %v, %v", i+1, v, retry, w, wantRetry)
+		}
+	}
+	if compared != 53 {
+		t.Errorf("the secret was compared %d times, want 53 (50 right, 3 wrong, none while limited)", compared)
+	}
+	if v, retry := l.Attempt("a", now.Add(5*time.Second), right); v != Limited || retry != 15*time.Second {
+		t.Errorf("the right secret while limited: got %v, %v; want Limited, 15s", v, retry)
+	}
+	if v, _ := l.Attempt("b", now, right); v != Accepted {
+		t.Errorf("another client: got %v, want Accepted", v)
+	}
+	if v, _ := l.Attempt("a", now.Add(20*time.Second), right); v != Accepted {
+		t.Errorf("20s on, the right secret: got %v, want Accepted", v)
+	}
+	if v, retry := l.Attempt("a", now.Add(20*time.Second), wrong); v != LockedOut || retry != 20*time.Second {
+		t.Errorf("20s on, a wrong secret: got %v, %v; want LockedOut, 20s (one attempt refilled)", v, retry)
+	}
+	var none *Limiter
+	for i := range 100 {
+		if v, retry := none.Attempt("a", now, wrong); v != Refused || retry != 0 {
+			t.Fatalf("nil Limiter, wrong secret %d: got %v, %v; want Refused, 0", i+1, v, retry)
+		}
+	}
+	if v, _ := none.Attempt("a", now, right); v != Accepted {
+		t.Errorf("nil Limiter, right secret: got %v, want Accepted", v)
+	}
+}
+
 // TestClientKey: an IPv4 address stands for itself (mapped into IPv6
 // too), an IPv6 address for its /64; a port and a zone are dropped.
 func TestClientKey(t *testing.T) {
