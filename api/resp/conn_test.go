@@ -2,11 +2,13 @@ package resp_test
 
 import (
 	"context"
+	"maps"
 	"net"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -266,6 +268,65 @@ func TestAuthFailuresLimited(t *testing.T) {
 	}
 	if got := obs.command("auth wrongpass"); got != resp.DefaultAuthFailures+2 {
 		t.Errorf("observer auth wrongpass: got %d, want %d", got, resp.DefaultAuthFailures+2)
+	}
+}
+
+// TestAuthFailuresConcurrent: 50 connections from one address, each
+// pipelining 4 wrong AUTHs at once, get exactly DefaultAuthFailures
+// WRONGPASS between them and "too many failed AUTH attempts" for the other
+// 190: parallel guesses get no more tries than a sequence of them.
+func TestAuthFailuresConcurrent(t *testing.T) {
+	t.Parallel()
+	sys, _ := manualSystem(t)
+	obs := newCounter()
+	_, addr := startServer(t, resp.Options{Checker: sys, Password: "s3cret", Observer: obs, Now: clocktest.New(epoch).Now})
+	const conns, each = 50, 4
+	cs := make([]*rawConn, conns)
+	for i := range cs {
+		cs[i] = dialRaw(t, addr)
+	}
+	replies := make(chan string, conns*each)
+	errs := make(chan error, conns)
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() {
+			var b strings.Builder
+			for j := range each {
+				b.WriteString(frame("AUTH", "wrong-"+strconv.Itoa(i*each+j)))
+			}
+			if _, err := c.nc.Write([]byte(b.String())); err != nil {
+				errs <- err
+				return
+			}
+			for range each {
+				line, err := c.rd.ReadString('\n')
+				if err != nil {
+					errs <- err
+					return
+				}
+				replies <- line
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	close(replies)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for r := range replies {
+		got[r]++
+	}
+	want := map[string]int{
+		"-WRONGPASS invalid username-password pair or user is disabled.\r\n":     resp.DefaultAuthFailures,
+		"-ERR too many failed AUTH attempts from this address; retry in 6 s\r\n": conns*each - resp.DefaultAuthFailures,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("replies %v, want %v", got, want)
+	}
+	if n := obs.command("auth wrongpass"); n != resp.DefaultAuthFailures {
+		t.Errorf("observer auth wrongpass: got %d, want %d", n, resp.DefaultAuthFailures)
 	}
 }
 

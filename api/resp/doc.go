@@ -137,7 +137,9 @@
 // Failed AUTHs are limited per client address (Options.AuthFailures): past the
 // limit an AUTH is answered "ERR too many failed AUTH attempts from this
 // address; retry in N s" without its password being compared, so that a
-// password cannot be guessed at the listener's speed. Successful AUTHs
+// password cannot be guessed at the listener's speed, nor faster over many
+// connections at once: an address's AUTHs are compared one at a time, so
+// parallel guesses get no more tries than a sequence. Successful AUTHs
 // count nothing.
 //
 // # Pipelining

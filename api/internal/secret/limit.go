@@ -66,20 +66,28 @@ const (
 // count, so a client that always has the secret is never limited. retry
 // is how long the client must wait, for Limited and LockedOut. A nil
 // Limiter limits nothing: it only calls matches.
-func (l *Limiter) Attempt(client string, now time.Time, matches func() bool) (v Verdict, retry time.Duration) {
-	if l != nil {
-		if ok, retry := l.Allowed(client, now); !ok {
-			return Limited, retry
+//
+// matches runs under the Limiter's lock, so that concurrent attempts of a
+// client with one attempt left make one comparison between them, not one
+// each (a flood of parallel guesses gets no more tries than a sequence):
+// it must be quick and must not block.
+func (l *Limiter) Attempt(client string, now time.Time, matches func() bool) (Verdict, time.Duration) {
+	if l == nil {
+		if matches() {
+			return Accepted, 0
 		}
+		return Refused, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ok, retry := l.applyLocked(client, 0, now); !ok {
+		return Limited, retry
 	}
 	if matches() {
 		return Accepted, 0
 	}
-	if l == nil {
-		return Refused, 0
-	}
-	l.Spend(client, now)
-	if ok, retry := l.Allowed(client, now); !ok {
+	l.applyLocked(client, 1, now)
+	if ok, retry := l.applyLocked(client, 0, now); !ok {
 		return LockedOut, retry
 	}
 	return Refused, 0
@@ -88,6 +96,13 @@ func (l *Limiter) Attempt(client string, now time.Time, matches func() bool) (v 
 func (l *Limiter) apply(client string, hits int64, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.applyLocked(client, hits, now)
+}
+
+// applyLocked counts hits attempts of client at now (0: a peek) and
+// reports whether they were within the limit, or else how long until the
+// next one is; l.mu is held.
+func (l *Limiter) applyLocked(client string, hits int64, now time.Time) (bool, time.Duration) {
 	d := l.t.Apply(table.Request{ID: client, Policy: l.policy, Hits: hits}, now)
 	l.t.DeleteExpired(now, 16) // full buckets are expired: keep the table small
 	return d.Allowed, d.RetryAfter

@@ -2,8 +2,11 @@ package secret
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -130,6 +133,46 @@ func TestAttempt(t *testing.T) {
 	}
 	if v, _ := none.Attempt("a", now, right); v != Accepted {
 		t.Errorf("nil Limiter, right secret: got %v, want Accepted", v)
+	}
+}
+
+// TestAttemptConcurrent: 200 concurrent wrong attempts of one client with
+// 3 attempts make exactly 3 comparisons, 2 Refused, 1 LockedOut and 197
+// Limited, however long a comparison takes; 200 concurrent right attempts
+// of another client are all Accepted.
+func TestAttemptConcurrent(t *testing.T) {
+	t.Parallel()
+	l := NewLimiter(3, 16)
+	now := time.Unix(1_000_000, 0)
+	var compared atomic.Int64
+	var mu sync.Mutex
+	got := map[Verdict]int{}
+	var wg sync.WaitGroup
+	for i := range 400 {
+		wg.Go(func() {
+			client, right := "wrong", false
+			if i%2 == 1 {
+				client, right = "right", true
+			}
+			v, _ := l.Attempt(client, now, func() bool {
+				compared.Add(1)
+				if !right {
+					time.Sleep(2 * time.Millisecond) // what a slow comparison would leave open
+				}
+				return right
+			})
+			mu.Lock()
+			got[v]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	want := map[Verdict]int{Accepted: 200, Refused: 2, LockedOut: 1, Limited: 197}
+	if !maps.Equal(got, want) {
+		t.Errorf("verdicts %v, want %v", got, want)
+	}
+	if n := compared.Load(); n != 203 {
+		t.Errorf("%d comparisons, want 203 (200 right, 3 wrong)", n)
 	}
 }
 
