@@ -47,6 +47,9 @@ func newAdminFixture(t *testing.T, rs ...rules.Rule) *adminFixture {
 		Backend: backend{f.sys},
 		Rules:   f.store,
 		Token:   adminToken,
+		// TestAdminAuth sends many wrong tokens in parallel subtests; the
+		// limit of failures has tests of its own (authlimit_test.go).
+		AuthFailures: -1,
 		OnRulesChanged: func(s *rules.Set) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
