@@ -70,7 +70,9 @@ const (
 // matches runs under the Limiter's lock, so that concurrent attempts of a
 // client with one attempt left make one comparison between them, not one
 // each (a flood of parallel guesses gets no more tries than a sequence):
-// it must be quick and must not block.
+// every attempt waits for the ones before it, so matches should be quick
+// (a digest and a compare; the secrets it reads may be re-read from their
+// file now and then) and must not call the Limiter.
 func (l *Limiter) Attempt(client string, now time.Time, matches func() bool) (Verdict, time.Duration) {
 	if l == nil {
 		if matches() {
