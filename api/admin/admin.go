@@ -81,6 +81,12 @@ type Options struct {
 	AuthFailures int
 	// Now is the clock of the limit of failed tokens; nil means time.Now.
 	Now func() time.Time
+	// OnTokenFailure, if set, is told of every request refused for its
+	// token: limited false for a wrong one (401), true for one refused
+	// without being compared (429; see AuthFailures). A request without
+	// an Authorization header is not an attempt: it is not told. It must
+	// be safe for concurrent use and quick.
+	OnTokenFailure func(limited bool)
 }
 
 // DefaultAuthFailures is Options.AuthFailures's default.
@@ -118,6 +124,7 @@ type admin struct {
 	// nil: no limit.
 	failures *secret.Limiter
 	now      func() time.Time
+	failed   func(limited bool) // Options.OnTokenFailure, or a no-op
 	mux      *http.ServeMux
 	mu       sync.Mutex // serializes rule changes, so OnRulesChanged sees them in order
 }
@@ -152,6 +159,9 @@ func NewHandler(opts Options) (http.Handler, error) {
 	}
 	if a.now == nil {
 		a.now = time.Now
+	}
+	if a.failed = opts.OnTokenFailure; a.failed == nil {
+		a.failed = func(bool) {}
 	}
 	if n := opts.AuthFailures; n >= 0 {
 		if n == 0 {
@@ -258,13 +268,15 @@ func (a *admin) withToken(h http.HandlerFunc) http.HandlerFunc {
 		case secret.Accepted:
 			h(w, r)
 		case secret.Limited:
+			a.failed(true)
 			secs := secret.RetrySeconds(retry)
 			w.Header()[httpwire.HdrRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 			a.WriteError(w, http.StatusTooManyRequests, "", fmt.Sprintf("too many requests with a wrong admin token from this address; retry in %d s", secs))
 		case secret.LockedOut:
 			a.log.Warn("admin: requests with a token refused for a while after too many wrong ones from one address", "client", client, "retry_after_s", secret.RetrySeconds(retry))
-			a.unauthorized(w)
+			fallthrough
 		default:
+			a.failed(false)
 			a.unauthorized(w)
 		}
 	}

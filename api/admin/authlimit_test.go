@@ -17,19 +17,28 @@ import (
 // right one included, are answered 429 with Retry-After (20 s: 3 attempts
 // a minute) and the JSON error, until an attempt refills; a request
 // without a token is still 401, /healthz still 200, another address
-// still served, and right tokens never count.
+// still served, and right tokens never count; OnTokenFailure hears of
+// every refused token.
 func TestAdminAuthFailures(t *testing.T) {
 	t.Parallel()
 	sys, _ := actorstest.StartClocked(t)
 	var now atomic.Int64
 	now.Store(time.Unix(1_700_000_000, 0).UnixNano())
 	var logs apitest.LogBuffer
+	var wrongN, limitedN atomic.Int64
 	h, err := admin.NewHandler(admin.Options{
 		Backend:      backend{sys},
 		Token:        adminToken,
 		AuthFailures: 3,
 		Now:          func() time.Time { return time.Unix(0, now.Load()) },
 		Logger:       logs.Logger(),
+		OnTokenFailure: func(limited bool) {
+			if limited {
+				limitedN.Add(1)
+			} else {
+				wrongN.Add(1)
+			}
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +103,11 @@ func TestAdminAuthFailures(t *testing.T) {
 	want(get("/stats", wrong), 401, "a wrong token 20 s on (the one attempt refilled)")
 	wantError(t, get("/stats", right), 429, limited)
 
+	// Told: the 4 wrong tokens and the 5 requests refused unread, never
+	// the requests without a token.
+	if w, l := wrongN.Load(), limitedN.Load(); w != 4 || l != 5 {
+		t.Errorf("OnTokenFailure: %d wrong and %d limited, want 4 and 5", w, l)
+	}
 	if got := strings.Count(logs.String(), "refused for a while after too many wrong ones from one address"); got != 2 {
 		t.Errorf("logged %d lock-outs, want 2:\n%s", got, logs.String())
 	}

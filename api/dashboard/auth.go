@@ -167,8 +167,12 @@ func (h *Handler) access(r *http.Request, now time.Time) (secret.Verdict, time.D
 	}
 	client := clientKey(r)
 	v, retry := h.logins.Attempt(client, now, func() bool { return h.bearer(r) })
-	if v == secret.LockedOut {
+	switch v {
+	case secret.LockedOut:
 		h.log.Warn("dashboard: bearer tokens refused for a while after too many wrong ones from one address", "client", client, "retry_after_s", secret.RetrySeconds(retry))
+		fallthrough
+	case secret.Refused:
+		h.failed(false)
 	}
 	return v, retry
 }

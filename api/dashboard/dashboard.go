@@ -95,6 +95,12 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives failed and limited logins; nil discards them.
 	Logger *slog.Logger
+	// OnTokenFailure, if set, is told of every login and every bearer
+	// token refused: limited false for a wrong token (401, or the login
+	// form again), true for one refused without being compared, its
+	// address having no attempt left (429). It must be safe for
+	// concurrent use and quick.
+	OnTokenFailure func(limited bool)
 }
 
 // Handler serves the dashboard: the page, its JSON endpoints and the login
@@ -106,6 +112,7 @@ type Handler struct {
 	tokens   func() []string // Options.Tokens, or Options.Token alone
 	sessions sessions
 	logins   *secret.Limiter
+	failed   func(limited bool) // Options.OnTokenFailure, or a no-op
 	login    *template.Template
 	page     []byte
 	static   map[string]staticFile
@@ -139,6 +146,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if h.failed = opts.OnTokenFailure; h.failed == nil {
+		h.failed = func(bool) {}
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -277,6 +287,7 @@ func (h *Handler) writeLogin(w http.ResponseWriter, status int, msg string) {
 // writeLimited answers an address with no attempt at the token left: 429,
 // Retry-After and the login form saying when to try again.
 func (h *Handler) writeLimited(w http.ResponseWriter, retry time.Duration) {
+	h.failed(true)
 	secs := secret.RetrySeconds(retry)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	h.writeLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many attempts from this address: try again in %d s.", secs))
@@ -299,6 +310,7 @@ func (h *Handler) serveLogin(w http.ResponseWriter, r *http.Request, now time.Ti
 	}
 	tok := r.PostForm.Get("token")
 	if !h.tokenMatches(tok) {
+		h.failed(false)
 		h.log.Warn("dashboard login failed", "client", addr)
 		h.writeLogin(w, http.StatusUnauthorized, "Not accepted.")
 		return
@@ -328,6 +340,7 @@ func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request, name strin
 func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, now time.Time) {
 	switch v, retry := h.access(r, now); v {
 	case secret.Limited:
+		h.failed(true)
 		secs := secret.RetrySeconds(retry)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		writeError(w, http.StatusTooManyRequests, "", fmt.Sprintf("too many attempts at the token from this address; retry in %d s", secs))

@@ -20,13 +20,7 @@ func TestFileSeries(t *testing.T) {
 	cert(false)
 	notAfter := time.Unix(1_900_000_000, 0)
 	m.ObserveCertificate("--tls-cert", func() time.Time { return notAfter })
-	scrape := func() string {
-		w := httptest.NewRecorder()
-		m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
-		b, _ := io.ReadAll(w.Result().Body)
-		return string(b)
-	}
-	out := scrape()
+	out := scrape(m)
 	for _, want := range []string{
 		`ratelimitd_file_reloads_total{file="--tls-cert",result="ok"} 2`,
 		`ratelimitd_file_reloads_total{file="--tls-cert",result="error"} 1`,
@@ -39,7 +33,38 @@ func TestFileSeries(t *testing.T) {
 		}
 	}
 	notAfter = notAfter.Add(90 * 24 * time.Hour)
-	if want := `ratelimitd_tls_certificate_expiry_timestamp_seconds{file="--tls-cert"} 1.907776e+09`; !strings.Contains(scrape(), want+"\n") {
+	if want := `ratelimitd_tls_certificate_expiry_timestamp_seconds{file="--tls-cert"} 1.907776e+09`; !strings.Contains(scrape(m), want+"\n") {
 		t.Errorf("after a renewal: no %s", want)
 	}
+}
+
+// TestTokenFailures: each path's refused tokens are counted by result,
+// from 0.
+func TestTokenFailures(t *testing.T) {
+	t.Parallel()
+	m := New()
+	api := m.TokenFailures("api")
+	m.TokenFailures("dashboard")
+	api(false)
+	api(false)
+	api(true)
+	out := scrape(m)
+	for _, want := range []string{
+		`ratelimitd_admin_token_failures_total{path="api",result="wrong"} 2`,
+		`ratelimitd_admin_token_failures_total{path="api",result="limited"} 1`,
+		`ratelimitd_admin_token_failures_total{path="dashboard",result="wrong"} 0`,
+		`ratelimitd_admin_token_failures_total{path="dashboard",result="limited"} 0`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %s in:\n%s", want, out)
+		}
+	}
+}
+
+// scrape returns what m serves on GET /metrics.
+func scrape(m *Metrics) string {
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(w.Result().Body)
+	return string(b)
 }

@@ -61,6 +61,7 @@ var _ api.Recorder = (*Metrics)(nil)
 //	ratelimitd_rules_reloads_total{result="changed|unchanged|error"}
 //	ratelimitd_rules_version, ratelimitd_rules (gauges, after ObserveRules)
 //	ratelimitd_file_reloads_total{file,result}  (after FileReloads)
+//	ratelimitd_admin_token_failures_total{path,result}  (after TokenFailures)
 //	ratelimitd_tls_certificate_expiry_timestamp_seconds{file} (after ObserveCertificate)
 //	ratelimitd_connections*{listener}          (after ObserveConns)
 //	ratelimitd_redis_*                         (after ObserveRESP: see RESP)

@@ -66,17 +66,18 @@ func (d *dashData) recorder(prom *metrics.Metrics) httpapi.Metrics {
 
 // mount returns the admin listener's handler: the dashboard in front of
 // the admin API (next), which serves every path the dashboard does not.
-func (d *dashData) mount(next http.Handler, cfg *config, tokens func() []string, sys *actors.System, rs *ruleSet, log *slog.Logger) (http.Handler, error) {
+func (d *dashData) mount(next http.Handler, cfg *config, tokens func() []string, sys *actors.System, rs *ruleSet, prom *metrics.Metrics, log *slog.Logger) (http.Handler, error) {
 	if d == nil {
 		return next, nil
 	}
 	opts := dashboard.Options{
-		Tokens:  tokens,
-		Traffic: &d.traffic,
-		Rules:   rulesPanel{store: rs.store, traffic: &d.rules},
-		Health:  &healthPanel{sys: sys, cfg: cfg, d: d},
-		Next:    next,
-		Logger:  log,
+		Tokens:         tokens,
+		Traffic:        &d.traffic,
+		Rules:          rulesPanel{store: rs.store, traffic: &d.rules},
+		Health:         &healthPanel{sys: sys, cfg: cfg, d: d},
+		Next:           next,
+		Logger:         log,
+		OnTokenFailure: prom.TokenFailures("dashboard"),
 	}
 	if d.topKeys {
 		opts.Top = topKeysPanel{sys}

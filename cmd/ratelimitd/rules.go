@@ -99,7 +99,8 @@ func startAdmin(cfg *config, tokens func() []string, maxConns int, log *slog.Log
 		Cluster: clusterStatus(sys),
 		// The dashboard mounted in front counts the wrong tokens of its
 		// own endpoints and logins apart.
-		AuthFailures: cfg.adminAuthFailures,
+		AuthFailures:   cfg.adminAuthFailures,
+		OnTokenFailure: prom.TokenFailures("api"),
 		OnRulesChanged: func(s *rules.Set) {
 			alog.Info("rules changed through the admin API", "version", s.Version(), "rules", s.Len())
 		},
@@ -111,7 +112,7 @@ func startAdmin(cfg *config, tokens func() []string, maxConns int, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	if h, err = dash.mount(h, cfg, tokens, sys, rs, alog); err != nil {
+	if h, err = dash.mount(h, cfg, tokens, sys, rs, prom, alog); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.adminListen)

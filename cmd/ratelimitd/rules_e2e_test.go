@@ -384,7 +384,8 @@ func TestE2EEmptyRulesFile(t *testing.T) {
 // TestE2EAdminAuthFailures: with --admin-auth-failures 2, the second
 // wrong token from an address locks it out, logged with the address and
 // no token: its next request, with the right token, is 429 with
-// Retry-After 30 (2 attempts a minute), without a token still 401.
+// Retry-After 30 (2 attempts a minute), without a token still 401; the
+// dashboard counts its own; /metrics counts both.
 func TestE2EAdminAuthFailures(t *testing.T) {
 	t.Parallel()
 	const tok = "right-token-0123456789abcdef"
@@ -413,6 +414,21 @@ func TestE2EAdminAuthFailures(t *testing.T) {
 	}
 	if rec["client"] != "127.0.0.1" || rec["level"] != "WARN" || strings.Contains(d.logs.String(), "wrong-token") {
 		t.Errorf("the lock-out line %v: want client 127.0.0.1 at WARN, and no token in the logs", rec)
+	}
+	// The dashboard's bearer tokens count apart, and so do its series.
+	if r := adminDo(t, "GET", base+"/dashboard/health", "wrong-token-0123456789abcdef", ""); r.status != http.StatusUnauthorized {
+		t.Errorf("a wrong token on the dashboard: %d, want 401", r.status)
+	}
+	m := adminDo(t, "GET", d.base+"/metrics", "", "")
+	for _, want := range []string{
+		`ratelimitd_admin_token_failures_total{path="api",result="wrong"} 2`,
+		`ratelimitd_admin_token_failures_total{path="api",result="limited"} 1`,
+		`ratelimitd_admin_token_failures_total{path="dashboard",result="wrong"} 1`,
+		`ratelimitd_admin_token_failures_total{path="dashboard",result="limited"} 0`,
+	} {
+		if !strings.Contains(string(m.body), want+"\n") {
+			t.Errorf("GET /metrics: no %s", want)
+		}
 	}
 }
 
