@@ -154,6 +154,35 @@ func TestChangesKeepsWhatTheJournalRefused(t *testing.T) {
 	}
 }
 
+// TestChangesKeepsARefusedRepeatHit: a repeat hit on a journaled bucket,
+// the batch of one count entry, stays pending when the journal refuses it,
+// and the next call reports the bucket as it is then, once.
+func TestChangesKeepsARefusedRepeatHit(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	req := Request{ID: "a", Policy: Policy{Scale: time.Hour, Limit: 100}, Hits: 1}
+	tb.Apply(req, at(0))
+	all := collect(t, tb.Changes) // the put that binds a reference
+	tb.Apply(req, at(10))
+	full := errors.New("disk full")
+	if err := tb.Changes(func([]byte) error { return full }); !errors.Is(err, full) || tb.Pending() != 1 {
+		t.Fatalf("got err %v, %d pending; want disk full, 1", err, tb.Pending())
+	}
+	tb.Apply(req, at(20))
+	recs := collect(t, tb.Changes)
+	if ds := decodeAll(t, recs...); len(ds) != 1 || ds[0].kind != entryCount || ds[0].slot.count != 3 || ds[0].slot.modified != 20 {
+		t.Fatalf("after the refusal: %+v, want one count entry of 3, modified +20 ms", ds)
+	}
+	if tb.Pending() != 0 {
+		t.Fatalf("%d pending after a taken record, want 0", tb.Pending())
+	}
+	fresh := New(Config{})
+	restoreAll(t, fresh, append(all, recs...), at(30))
+	if got, want := snapshotOf(fresh, at(30)), snapshotOf(tb, at(30)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored:\ngot  %v\nwant %v", got, want)
+	}
+}
+
 // TestChangesCutsLargeBatches: a batch larger than a record is cut into
 // records of about maxRecordBytes; when the journal refuses one, it and the
 // ones after it stay pending, and nothing is lost or doubled.
