@@ -25,20 +25,14 @@ func TestAdminAuthFailures(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Unix(1_700_000_000, 0).UnixNano())
 	var logs apitest.LogBuffer
-	var wrongN, limitedN atomic.Int64
+	var fails apitest.TokenFailures
 	h, err := admin.NewHandler(admin.Options{
-		Backend:      backend{sys},
-		Token:        adminToken,
-		AuthFailures: 3,
-		Now:          func() time.Time { return time.Unix(0, now.Load()) },
-		Logger:       logs.Logger(),
-		OnTokenFailure: func(limited bool) {
-			if limited {
-				limitedN.Add(1)
-			} else {
-				wrongN.Add(1)
-			}
-		},
+		Backend:        backend{sys},
+		Token:          adminToken,
+		AuthFailures:   3,
+		Now:            func() time.Time { return time.Unix(0, now.Load()) },
+		Logger:         logs.Logger(),
+		OnTokenFailure: fails.Hook,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +99,7 @@ func TestAdminAuthFailures(t *testing.T) {
 
 	// Told: the 4 wrong tokens and the 5 requests refused unread, never
 	// the requests without a token.
-	if w, l := wrongN.Load(), limitedN.Load(); w != 4 || l != 5 {
+	if w, l := fails.Wrong.Load(), fails.Limited.Load(); w != 4 || l != 5 {
 		t.Errorf("OnTokenFailure: %d wrong and %d limited, want 4 and 5", w, l)
 	}
 	if got := strings.Count(logs.String(), "refused for a while after too many wrong ones from one address"); got != 2 {

@@ -272,14 +272,8 @@ func TestBearer(t *testing.T) {
 func TestBearerLimited(t *testing.T) {
 	t.Parallel()
 	var logs apitest.LogBuffer
-	var wrongN, limitedN atomic.Int64
-	srv, clk := server(t, Options{Traffic: &TrafficRing{}, Logger: logs.Logger(), OnTokenFailure: func(limited bool) {
-		if limited {
-			limitedN.Add(1)
-		} else {
-			wrongN.Add(1)
-		}
-	}})
+	var fails apitest.TokenFailures
+	srv, clk := server(t, Options{Traffic: &TrafficRing{}, Logger: logs.Logger(), OnTokenFailure: fails.Hook})
 	resp, _ := login(t, noRedirects(), srv.URL, testToken) // one of the attempts
 	cookie := sessionCookie(t, resp)
 	get := func(path string, header map[string]string) (*http.Response, string) {
@@ -343,7 +337,7 @@ func TestBearerLimited(t *testing.T) {
 	// Told: the 9 wrong bearer tokens and the 3 attempts refused unread
 	// (the endpoint, the page, the login); not the right login, the
 	// session, nor the requests without a token.
-	if w, l := wrongN.Load(), limitedN.Load(); w != 9 || l != 3 {
+	if w, l := fails.Wrong.Load(), fails.Limited.Load(); w != 9 || l != 3 {
 		t.Errorf("OnTokenFailure: %d wrong and %d limited, want 9 and 3", w, l)
 	}
 }
@@ -354,14 +348,8 @@ func TestBearerLimited(t *testing.T) {
 func TestLoginLimited(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
-	var wrongN, limitedN atomic.Int64
-	h, err := New(Options{Token: testToken, Now: clk.Now, OnTokenFailure: func(limited bool) {
-		if limited {
-			limitedN.Add(1)
-		} else {
-			wrongN.Add(1)
-		}
-	}})
+	var fails apitest.TokenFailures
+	h, err := New(Options{Token: testToken, Now: clk.Now, OnTokenFailure: fails.Hook})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +394,7 @@ func TestLoginLimited(t *testing.T) {
 	if w := try("[2001:db8:1:3::1]:1", testToken); w.Code != http.StatusSeeOther {
 		t.Errorf("another /64: %d, want 303", w.Code)
 	}
-	if w, l := wrongN.Load(), limitedN.Load(); w != 2*LoginAttempts || l != 3 {
+	if w, l := fails.Wrong.Load(), fails.Limited.Load(); w != 2*LoginAttempts || l != 3 {
 		t.Errorf("OnTokenFailure: %d wrong and %d limited, want %d and 3", w, l, 2*LoginAttempts)
 	}
 }
