@@ -157,7 +157,8 @@ func (h *Handler) tokenMatches(tok string) bool { return secret.In([]byte(tok), 
 // a wrong token is counted (Refused, or LockedOut, logged, when it used
 // up the address's attempts), and an address without attempts left is
 // Limited for retry, its token not compared. Without a session or an
-// Authorization header it is Refused, counting nothing.
+// Authorization header it is Refused, counting nothing. Every refused
+// attempt is told to Options.OnTokenFailure here.
 func (h *Handler) access(r *http.Request, now time.Time) (secret.Verdict, time.Duration) {
 	if h.hasSession(r, now) {
 		return secret.Accepted, 0
@@ -173,6 +174,8 @@ func (h *Handler) access(r *http.Request, now time.Time) (secret.Verdict, time.D
 		fallthrough
 	case secret.Refused:
 		h.failed(false)
+	case secret.Limited:
+		h.failed(true)
 	}
 	return v, retry
 }

@@ -287,7 +287,6 @@ func (h *Handler) writeLogin(w http.ResponseWriter, status int, msg string) {
 // writeLimited answers an address with no attempt at the token left: 429,
 // Retry-After and the login form saying when to try again.
 func (h *Handler) writeLimited(w http.ResponseWriter, retry time.Duration) {
-	h.failed(true)
 	secs := secret.RetrySeconds(retry)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	h.writeLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many attempts from this address: try again in %d s.", secs))
@@ -299,6 +298,7 @@ func (h *Handler) writeLimited(w http.ResponseWriter, retry time.Duration) {
 func (h *Handler) serveLogin(w http.ResponseWriter, r *http.Request, now time.Time) {
 	addr := clientKey(r)
 	if ok, retry := h.logins.Spend(addr, now); !ok {
+		h.failed(true)
 		h.log.Warn("dashboard login limited", "client", addr, "retry_after_s", secret.RetrySeconds(retry))
 		h.writeLimited(w, retry)
 		return
@@ -340,7 +340,6 @@ func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request, name strin
 func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, now time.Time) {
 	switch v, retry := h.access(r, now); v {
 	case secret.Limited:
-		h.failed(true)
 		secs := secret.RetrySeconds(retry)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		writeError(w, http.StatusTooManyRequests, "", fmt.Sprintf("too many attempts at the token from this address; retry in %d s", secs))
