@@ -6,6 +6,9 @@
 //	d, err := sys.Check(ctx, table.Request{ID: "alice", Policy: table.Policy{Scale: time.Minute, Limit: 100}, Hits: 1})
 //	err = sys.Stop(ctx)
 //
+// With a limit known in advance, a Limiter of it (System.Limiter) checks
+// by id alone, in the same buckets, and costs a caller less (see Limiter).
+//
 // # How a check flows
 //
 // Check validates the request and hashes the id (FNV-1a, stable across

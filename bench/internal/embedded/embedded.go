@@ -1,5 +1,5 @@
 // Package embedded compares in-process limiters side by side: ratelimitd's
-// actors.System.Check, golang.org/x/time/rate (one Limiter per key in a
+// actors.System.Check and actors.Limiter.Allow, golang.org/x/time/rate (one Limiter per key in a
 // sharded map), github.com/sethvargo/go-limiter's memorystore and
 // github.com/ulule/limiter/v3's memory store. Every limiter gets the same
 // keys in the same order and a limit no check reaches (about 10^12 per
@@ -52,6 +52,7 @@ type Factory struct {
 func Factories() []Factory {
 	return []Factory{
 		{Name: "ratelimitd actors.System.Check", Module: "github.com/ratelimitd/ratelimitd", New: newRatelimitd},
+		{Name: "ratelimitd actors.Limiter.Allow", Module: "github.com/ratelimitd/ratelimitd", New: newRatelimitdLimiter},
 		{Name: "x/time/rate (sharded map)", Module: "golang.org/x/time", New: newXRate},
 		{Name: "sethvargo/go-limiter memorystore", Module: "github.com/sethvargo/go-limiter", New: newSethvargo},
 		{Name: "ulule/limiter memory store", Module: "github.com/ulule/limiter/v3", New: newUlule},
@@ -77,6 +78,29 @@ func (l *rl) Allow(ctx context.Context, key string) (bool, error) {
 }
 
 func (l *rl) Close(ctx context.Context) error { return l.s.Stop(ctx) }
+
+// ratelimitd's Limiter: the same System, checked through a Limiter of the
+// policy, made once, as the other libraries are made with their rate.
+type rlLimiter struct {
+	s *actors.System
+	l *actors.Limiter
+}
+
+func newRatelimitdLimiter(ctx context.Context) (Limiter, error) {
+	s, err := actors.Start(ctx, actors.Config{})
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.Limiter(table.Policy{Scale: Window, Limit: Limit})
+	if err != nil {
+		return nil, errors.Join(err, s.Stop(ctx))
+	}
+	return &rlLimiter{s: s, l: l}, nil
+}
+
+func (l *rlLimiter) Allow(ctx context.Context, key string) (bool, error) { return l.l.Allow(ctx, key) }
+
+func (l *rlLimiter) Close(ctx context.Context) error { return l.s.Stop(ctx) }
 
 // x/time/rate: it limits one thing; a service keeps one Limiter per key.
 // Here, 256 shards each a mutex and a map, the usual way.

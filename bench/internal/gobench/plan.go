@@ -9,6 +9,7 @@ const (
 	FamDeleteExpired   = "BenchmarkDeleteExpired"
 	FamCheck           = "BenchmarkCheck"
 	FamCheckJournal    = "BenchmarkCheckJournal"
+	FamLimiter         = "BenchmarkLimiter"
 	FamShardSharing    = "BenchmarkShardSharing"
 	FamRecovery        = "BenchmarkRecovery"
 	FamJournalGrowth   = "BenchmarkJournalGrowth"
@@ -65,7 +66,7 @@ func Plan(short bool) []Invocation {
 			Baseline: Baseline{Level: 1, Value: "live=10000"},
 			What:     "`table.Table.DeleteExpired` of 10k expired buckets beside 10k or 1M live ones, the heap collected before each sweep: the cost per deleted bucket, and its ratio to the one beside 10k live buckets.",
 		}),
-		inv("./actors/", "^Benchmark(Check|CheckJournal)$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute,
+		inv("./actors/", "^Benchmark(Check|CheckJournal|Limiter)$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute,
 			Family{
 				Title: FamCheck, Top: []string{"BenchmarkCheck"}, Primary: "checks/s",
 				Baseline: Baseline{Level: 1, Value: "floor=map+mutex"},
@@ -75,6 +76,10 @@ func Plan(short bool) []Invocation {
 				Title: FamCheckJournal, Top: []string{"BenchmarkCheckJournal"}, Primary: "checks/s",
 				Baseline: Baseline{Level: 1, Value: "sync=memory"},
 				What:     "`actors.System.Check` at 1k keys, 64 goroutines per proc, each check timed, without a journal (`sync=memory`) and with each `JournalSync` mode; the benchmark's own `x-memory` is its last run's ratio.",
+			},
+			Family{
+				Title: FamLimiter, Top: []string{"BenchmarkLimiter"}, Primary: "checks/s",
+				What: "`actors.Limiter.Allow` (a policy made once, a check by id) against `System.Check` with a request literal written for each call, on one System at 1k keys, in alternating rounds of 16,384 checks from GOMAXPROCS goroutines (`p=1`) or 64 per proc (`p=64`): `x-check` is the median over the rounds of the Limiter's checks/s ÷ Check's (`check-checks/s`).",
 			}),
 		inv("./actors/", "^BenchmarkShardSharing$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
 			Title: FamShardSharing, Top: []string{"BenchmarkShardSharing"}, Primary: "checks/s",

@@ -43,8 +43,17 @@ const (
 	ShortRedis      = "redis+lua"
 )
 
-// RatelimitdLimiter is the embedded limiter's name in Embedded.Limiters.
-const RatelimitdLimiter = "ratelimitd actors.System.Check"
+// RatelimitdLimiter is the embedded limiter's name in Embedded.Limiters,
+// the one the goals are measured on; RatelimitdHandle is ratelimitd's
+// other entry there, its Limiter (a policy made once).
+const (
+	RatelimitdLimiter = "ratelimitd actors.System.Check"
+	RatelimitdHandle  = "ratelimitd actors.Limiter.Allow"
+)
+
+// isRatelimitd reports whether the embedded limiter name is one of ratelimitd's,
+// which no row compares ratelimitd against.
+func isRatelimitd(name string) bool { return strings.HasPrefix(name, "ratelimitd ") }
 
 // Peer returns the peer with the given Short label, if it has numbers.
 func (h *HTTP) Peer(short string) *HTTPPeer {
@@ -175,7 +184,7 @@ func embeddedGoal(e *Embedded, keys int, ahead bool) Goal {
 			continue
 		}
 		for _, name := range e.Limiters {
-			if name == RatelimitdLimiter {
+			if isRatelimitd(name) {
 				continue
 			}
 			if o := e.find(name, keys, c.dist, c.goroutines); o != nil && o.Error == "" && o.PerSec() > best {

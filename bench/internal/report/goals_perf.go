@@ -51,7 +51,7 @@ func embeddedAllGoal(e *Embedded) Goal {
 			}
 			best, bestName := 0.0, ""
 			for _, name := range e.Limiters {
-				if name == RatelimitdLimiter {
+				if isRatelimitd(name) {
 					continue
 				}
 				if o := e.find(name, k, c.dist, c.goroutines); o != nil && o.Error == "" && o.PerSec() > best {

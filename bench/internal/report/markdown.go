@@ -228,15 +228,28 @@ func (b *md) embeddedSection(r *Report, charts []string) {
 	b.p("for %s per case and pass over %d pass(es) in alternating order, from 1 or 2 goroutines, on the same key", e.PerRun, e.Passes)
 	b.p("sequence: uniform, or Zipf-skewed (math/rand/v2, s = 1.1, v = 1). checks/s, and heap allocations per check")
 	b.p("(runtime.MemStats.Mallocs over the run ÷ checks, the whole process). The last column is ratelimitd's")
-	b.p("checks/s ÷ the fastest other library's in that row.")
+	b.p("checks/s ÷ the fastest other library's in that row (System.Check's, the goals'), and Limiter.Allow's if it ran:")
+	b.p("the same System checked through an `actors.Limiter` of the policy, made once, as the other libraries are made")
+	b.p("with their rate.")
 	b.p("")
+	ratio := func(ours, best float64) string {
+		if ours > 0 && best > 0 {
+			return fmt.Sprintf("%.2f×", ours/best)
+		}
+		return "—"
+	}
+	handle := slices.Contains(e.Limiters, RatelimitdHandle)
 	for _, keys := range e.Keys {
 		header := append([]string{"keys", "distribution", "goroutines"}, e.Limiters...)
 		header = append(header, "ratelimitd ÷ fastest other")
+		if handle {
+			header[len(header)-1] = "System.Check ÷ fastest other"
+			header = append(header, "Limiter.Allow ÷ fastest other")
+		}
 		var rows [][]string
 		for _, c := range e.cases(keys) {
 			row := []string{count(keys), c.dist, fmt.Sprint(c.goroutines)}
-			rl, best := 0.0, 0.0
+			rl, rlHandle, best := 0.0, 0.0, 0.0
 			for _, l := range e.Limiters {
 				res := e.find(l, keys, c.dist, c.goroutines)
 				switch {
@@ -246,17 +259,19 @@ func (b *md) embeddedSection(r *Report, charts []string) {
 					row = append(row, "failed: "+res.Error)
 				default:
 					row = append(row, fmt.Sprintf("%s/s, %.2f allocs", rate(res.PerSec()), res.AllocsPerOp))
-					if l == RatelimitdLimiter {
+					switch {
+					case l == RatelimitdLimiter:
 						rl = res.PerSec()
-					} else {
+					case l == RatelimitdHandle:
+						rlHandle = res.PerSec()
+					case !isRatelimitd(l):
 						best = max(best, res.PerSec())
 					}
 				}
 			}
-			if rl > 0 && best > 0 {
-				row = append(row, fmt.Sprintf("%.2f×", rl/best))
-			} else {
-				row = append(row, "—")
+			row = append(row, ratio(rl, best))
+			if handle {
+				row = append(row, ratio(rlHandle, best))
 			}
 			rows = append(rows, row)
 		}

@@ -391,7 +391,7 @@ func (e *Embedded) worst(keys int) (c embCase, rl, best *EmbeddedResult, ok bool
 		}
 		var fastest *EmbeddedResult
 		for _, name := range e.Limiters {
-			if name == RatelimitdLimiter {
+			if isRatelimitd(name) {
 				continue
 			}
 			if o := e.find(name, keys, ec.dist, ec.goroutines); o != nil && o.Error == "" && (fastest == nil || o.PerSec() > fastest.PerSec()) {

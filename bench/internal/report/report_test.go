@@ -792,3 +792,47 @@ func TestRESPPairedRatio(t *testing.T) {
 		t.Errorf("unpaired rounds: %+v", g)
 	}
 }
+
+// TestEmbeddedHandle: ratelimitd's Limiter is reported beside System.Check,
+// with its own ratio, and is never the "fastest other" that the goals and
+// either ratio compare against.
+func TestEmbeddedHandle(t *testing.T) {
+	e := &Embedded{PerRun: time.Second, Passes: 1, Keys: []int{1000, 100_000, 1_000_000},
+		Limiters: []string{RatelimitdLimiter, RatelimitdHandle, "x/time/rate (sharded map)"}}
+	for _, k := range e.Keys {
+		for _, d := range []string{"uniform"} {
+			for _, g := range []int{1} {
+				e.Results = append(e.Results,
+					EmbeddedResult{Limiter: RatelimitdLimiter, Keys: k, Dist: d, Goroutines: g, Checks: 2_000_000, Elapsed: time.Second},
+					EmbeddedResult{Limiter: RatelimitdHandle, Keys: k, Dist: d, Goroutines: g, Checks: 9_000_000, Elapsed: time.Second},
+					EmbeddedResult{Limiter: "x/time/rate (sharded map)", Keys: k, Dist: d, Goroutines: g, Checks: 4_000_000, Elapsed: time.Second})
+			}
+		}
+	}
+	r := &Report{Embedded: e}
+	want := map[string]string{
+		GoalEmbedded1k:  "worst case fastest other ÷ ratelimitd = 2.00× (uniform g=1: 2.00M vs x/time/rate 4.00M/s)",
+		GoalEmbedded1M:  "worst case ratelimitd ÷ fastest other = 0.50× (uniform g=1: 2.00M vs x/time/rate 4.00M/s)",
+		GoalEmbeddedAll: "worst row ratelimitd ÷ fastest other = 0.50× (1k keys uniform g=1: 2.00M vs x/time/rate 4.00M/s)",
+	}
+	for _, g := range Goals(r) {
+		if w, ok := want[g.ID]; ok {
+			if g.Measured != w {
+				t.Errorf("goal %s measured %q, want %q", g.ID, g.Measured, w)
+			}
+			delete(want, g.ID)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("goals not reported: %v", want)
+	}
+	md := string(Markdown(r, nil))
+	for _, s := range []string{
+		"| keys | distribution | goroutines | ratelimitd actors.System.Check | ratelimitd actors.Limiter.Allow | x/time/rate (sharded map) | System.Check ÷ fastest other | Limiter.Allow ÷ fastest other |",
+		"| 100k | uniform | 1 | 2.00M/s, 0.00 allocs | 9.00M/s, 0.00 allocs | 4.00M/s, 0.00 allocs | 0.50× | 2.25× |",
+	} {
+		if !strings.Contains(md, s) {
+			t.Errorf("Markdown lacks %q:\n%s", s, md)
+		}
+	}
+}
