@@ -1,7 +1,7 @@
 // Package embedded compares in-process limiters side by side: ratelimitd's
-// actors.System.Check and actors.Limiter.Allow, golang.org/x/time/rate (one Limiter per key in a
-// sharded map), github.com/sethvargo/go-limiter's memorystore and
-// github.com/ulule/limiter/v3's memory store. Every limiter gets the same
+// actors.System.Check and actors.Limiter.Allow, golang.org/x/time/rate
+// (one Limiter per key in a sharded map), github.com/sethvargo/go-limiter's
+// memorystore and github.com/ulule/limiter/v3's memory store. Every limiter gets the same
 // keys in the same order and a limit no check reaches (about 10^12 per
 // hour), so every check is an admitted hit that updates its key's state.
 package embedded

@@ -227,10 +227,10 @@ func (b *md) embeddedSection(r *Report, charts []string) {
 	b.p("Each limiter in the same process, alone (one live at a time, its keys created before the timing), checked")
 	b.p("for %s per case and pass over %d pass(es) in alternating order, from 1 or 2 goroutines, on the same key", e.PerRun, e.Passes)
 	b.p("sequence: uniform, or Zipf-skewed (math/rand/v2, s = 1.1, v = 1). checks/s, and heap allocations per check")
-	b.p("(runtime.MemStats.Mallocs over the run ÷ checks, the whole process). The last column is ratelimitd's")
-	b.p("checks/s ÷ the fastest other library's in that row (System.Check's, the goals'), and Limiter.Allow's if it ran:")
-	b.p("the same System checked through an `actors.Limiter` of the policy, made once, as the other libraries are made")
-	b.p("with their rate.")
+	b.p("(runtime.MemStats.Mallocs over the run ÷ checks, the whole process). The last columns are ratelimitd's")
+	b.p("checks/s ÷ the fastest other library's in that row: System.Check's (the goals'), and Limiter.Allow's if it")
+	b.p("ran (the same System checked through an `actors.Limiter` of the policy, made once, as the other libraries")
+	b.p("are made with their rate).")
 	b.p("")
 	ratio := func(ours, best float64) string {
 		if ours > 0 && best > 0 {
