@@ -257,3 +257,25 @@ func BenchmarkLimiter(b *testing.B) {
 		})
 	}
 }
+
+// TestLimiterHonoursContext: a check whose context has ended is not taken,
+// and counts nothing.
+func TestLimiterHonoursContext(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, Config{SweepInterval: -1})
+	l, err := s.Limiter(table.Policy{Scale: time.Hour, Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if ok, err := l.Allow(ctx, "a"); ok || !errors.Is(err, context.Canceled) {
+		t.Errorf("Allow with a cancelled context: %v, %v; want context.Canceled", ok, err)
+	}
+	if d, err := l.Check(ctx, "a", 2); d.Allowed || !errors.Is(err, context.Canceled) {
+		t.Errorf("Check with a cancelled context: %+v, %v; want context.Canceled", d, err)
+	}
+	if d, err := l.Check(context.Background(), "a", 0); err != nil || d.Count != 0 {
+		t.Errorf("peek after the cancelled checks: %+v, %v; want count 0", d, err)
+	}
+}
