@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"runtime"
 	"strconv"
 	"sync"
@@ -190,7 +191,7 @@ func TestLimiterAllocatesNothing(t *testing.T) {
 
 func TestLimiterAfterStop(t *testing.T) {
 	t.Parallel()
-	s, err := Start(context.Background(), Config{})
+	s, err := Start(context.Background(), Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
