@@ -165,6 +165,7 @@ func TestParseBad(t *testing.T) {
 		{"syntax error", "rules:\n  - name: a\n    scale: [1s\n    limit: 1\n", Error{Index: -1, Line: 2}},
 		{"unterminated string", "rules:\n  - name: a\n    scale: \"1s\n", Error{Index: -1, Line: 3}},
 		{"tab indentation", "rules:\n\t- name: a\n", Error{Index: -1, Line: 2}},
+		{"tab indentation after a scalar", "rules:\n  - name: a\n    scale: 1s\n\tlimit: 1\n", Error{Index: -1, Line: 4}},
 		{"two documents", "rules: []\n---\nrules: []\n", Error{Index: -1, Line: 3}},
 		{"syntax error in second document", "rules: []\n---\nrules: [\n", Error{Index: -1}},
 	}

@@ -92,7 +92,7 @@ const maxNodes = 1 << 20
 func Parse(data []byte) (*Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, syntaxError(err)
+		return nil, syntaxError(data, err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return &Node{Kind: Null, Line: 1, Column: 1}, nil
@@ -111,13 +111,13 @@ func ParseOne(data []byte) (*Node, error) {
 		if errors.Is(err, io.EOF) {
 			return &Node{Kind: Null, Line: 1, Column: 1}, nil
 		}
-		return nil, syntaxError(err)
+		return nil, syntaxError(data, err)
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, syntaxError(err)
+		return nil, syntaxError(data, err)
 	default:
 		line := next.Line
 		if len(next.Content) > 0 {
@@ -146,9 +146,9 @@ func DecodeStrict(data []byte, v any) error {
 	}
 	var te *yaml.TypeError
 	if errors.As(err, &te) && len(te.Errors) > 0 {
-		return syntaxError(errors.New(te.Errors[0]))
+		return syntaxError(data, errors.New(te.Errors[0]))
 	}
-	return syntaxError(err)
+	return syntaxError(data, err)
 }
 
 // Any is a field type that DecodeStrict accepts whatever the document
@@ -173,9 +173,9 @@ func Marshal(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// syntaxError turns the YAML library's error into an *Error, lifting the
-// line out of its "yaml: line N: msg" text.
-func syntaxError(err error) error {
+// syntaxError turns the YAML library's error about data into an *Error,
+// lifting the line out of its "yaml: line N: msg" text.
+func syntaxError(data []byte, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	e := &Error{Msg: msg}
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
@@ -185,7 +185,38 @@ func syntaxError(err error) error {
 			}
 		}
 	}
+	if e.Msg == msgTabIndent && e.Line > 0 {
+		e.Line, e.Column = tabIndent(data, e.Line)
+	}
 	return e
+}
+
+// msgTabIndent is the YAML library's message for a tab in the indentation
+// of a plain scalar's continuation line. The library reports the line the
+// scalar starts on, not the line of the tab.
+const msgTabIndent = "found a tab character that violates indentation"
+
+// tabIndent returns the line and column (1-based) of the first tab in the
+// indentation of a line of data from line on, where a msgTabIndent error
+// reported at line is; line and 0 if there is none.
+func tabIndent(data []byte, line int) (int, int) {
+	n := 1
+	for rest := data; len(rest) > 0; n++ {
+		l, tail, _ := bytes.Cut(rest, []byte("\n"))
+		rest = tail
+		if n < line {
+			continue
+		}
+		for i, c := range l {
+			if c == '\t' {
+				return n, i + 1
+			}
+			if c != ' ' {
+				break
+			}
+		}
+	}
+	return line, 0
 }
 
 func convert(y *yaml.Node, depth int, count *int) (*Node, error) {

@@ -107,3 +107,38 @@ func TestAliasesBounded(t *testing.T) {
 		t.Error("an exponential alias document parsed; want an error")
 	}
 }
+
+// TestTabIndentLine: a tab in the indentation of the line after a plain
+// scalar is reported at the tab's line and column, where the YAML library
+// names the line the scalar starts on; every entry point says the same.
+func TestTabIndentLine(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in           string
+		line, column int
+	}{
+		{"a:\n  - name: x\n\tscale: 1s\n", 3, 1},
+		{"a:\n  - name: x\n    scale: 1s\n\t\n    limit: 1\n", 4, 1},
+		{"a:\n  - name: x\n    scale: 1s\n    limit: 1\n  \tmatch: {prefix: /}\n", 5, 3},
+		{"# a comment\n\nk: v\n\tw: 1\n", 4, 1},
+	}
+	for _, c := range cases {
+		for name, parse := range map[string]func([]byte) error{
+			"Parse":        func(b []byte) error { _, err := Parse(b); return err },
+			"ParseOne":     func(b []byte) error { _, err := ParseOne(b); return err },
+			"DecodeStrict": func(b []byte) error { var v map[string]any; return DecodeStrict(b, &v) },
+		} {
+			err := parse([]byte(c.in))
+			var e *Error
+			if !errors.As(err, &e) || e.Msg != msgTabIndent || e.Line != c.line || e.Column != c.column {
+				t.Errorf("%s(%q) = %#v, want %q at line %d, column %d", name, c.in, err, msgTabIndent, c.line, c.column)
+			}
+		}
+	}
+	// Another syntax error keeps the library's line.
+	_, err := Parse([]byte("a:\n\t- x\n"))
+	var e *Error
+	if !errors.As(err, &e) || e.Line != 2 || e.Column != 0 || e.Msg == msgTabIndent {
+		t.Errorf("a tab that starts a token: %#v, want the library's line 2", err)
+	}
+}
