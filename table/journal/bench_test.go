@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -187,5 +188,30 @@ func BenchmarkSnapshotAppend(b *testing.B) {
 	b.StopTimer()
 	if err := w.Abort(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkPutFrame2 is BenchmarkPutFrame for format 2 and the payload of
+// the commonest record, one repeat hit on a bucket the journal holds (a
+// count entry: 7 bytes here), and for a 64-byte one.
+func BenchmarkPutFrame2(b *testing.B) {
+	for _, n := range []int{7, 64} {
+		b.Run(fmt.Sprintf("payload=%d", n), func(b *testing.B) {
+			buf := make([]byte, 4096)
+			p := make([]byte, n)
+			size := frame2Size(len(p))
+			var scratch [frame2Scratch]byte
+			b.SetBytes(int64(len(p)))
+			b.ReportAllocs()
+			off := int64(0)
+			for i := range b.N {
+				if off+size > int64(len(buf)) {
+					clear(buf)
+					off = 0
+				}
+				putFrame2(buf[off:off+size], 0x12345678, &scratch, uint64(i), p)
+				off += size
+			}
+		})
 	}
 }

@@ -27,12 +27,12 @@ type Journal struct {
 	// Owner state: read and written by the owner goroutine only, except
 	// cur, which the syncer reads under syncMu (the owner writes it only
 	// under syncMu).
-	cur      *segment // where Append writes; nil: the next Append creates one
-	off      int64    // write offset in cur
-	seq      uint64   // last record appended or recovered
-	closed   bool     // written under mu, so SnapshotWriter.Commit can read it
-	scratch  [12]byte // frameCRC input, kept here so Append does not allocate
-	scratch2 [16]byte // putFrame2's
+	cur      *segment            // where Append writes; nil: the next Append creates one
+	off      int64               // write offset in cur
+	seq      uint64              // last record appended or recovered
+	closed   bool                // written under mu, so SnapshotWriter.Commit can read it
+	scratch  [12]byte            // frameCRC input, kept here so Append does not allocate
+	scratch2 [frame2Scratch]byte // putFrame2's
 
 	// closedBytes is the Size share of the segments before cur.
 	closedBytes atomic.Int64
