@@ -20,22 +20,14 @@ func TestFileSeries(t *testing.T) {
 	cert(false)
 	notAfter := time.Unix(1_900_000_000, 0)
 	m.ObserveCertificate("--tls-cert", func() time.Time { return notAfter })
-	out := scrape(m)
-	for _, want := range []string{
+	hasSeries(t, scrape(m),
 		`ratelimitd_file_reloads_total{file="--tls-cert",result="ok"} 2`,
 		`ratelimitd_file_reloads_total{file="--tls-cert",result="error"} 1`,
 		`ratelimitd_file_reloads_total{file="--admin-token-file",result="ok"} 0`,
 		`ratelimitd_file_reloads_total{file="--admin-token-file",result="error"} 0`,
-		`ratelimitd_tls_certificate_expiry_timestamp_seconds{file="--tls-cert"} 1.9e+09`,
-	} {
-		if !strings.Contains(out, want+"\n") {
-			t.Errorf("no %s in:\n%s", want, out)
-		}
-	}
+		`ratelimitd_tls_certificate_expiry_timestamp_seconds{file="--tls-cert"} 1.9e+09`)
 	notAfter = notAfter.Add(90 * 24 * time.Hour)
-	if want := `ratelimitd_tls_certificate_expiry_timestamp_seconds{file="--tls-cert"} 1.907776e+09`; !strings.Contains(scrape(m), want+"\n") {
-		t.Errorf("after a renewal: no %s", want)
-	}
+	hasSeries(t, scrape(m), `ratelimitd_tls_certificate_expiry_timestamp_seconds{file="--tls-cert"} 1.907776e+09`)
 }
 
 // TestTokenFailures: each path's refused tokens are counted by result,
@@ -48,13 +40,18 @@ func TestTokenFailures(t *testing.T) {
 	api(false)
 	api(false)
 	api(true)
-	out := scrape(m)
-	for _, want := range []string{
+	hasSeries(t, scrape(m),
 		`ratelimitd_admin_token_failures_total{path="api",result="wrong"} 2`,
 		`ratelimitd_admin_token_failures_total{path="api",result="limited"} 1`,
 		`ratelimitd_admin_token_failures_total{path="dashboard",result="wrong"} 0`,
-		`ratelimitd_admin_token_failures_total{path="dashboard",result="limited"} 0`,
-	} {
+		`ratelimitd_admin_token_failures_total{path="dashboard",result="limited"} 0`)
+}
+
+// hasSeries fails t for each of lines that out does not hold, ended by a
+// newline.
+func hasSeries(t *testing.T, out string, lines ...string) {
+	t.Helper()
+	for _, want := range lines {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("no %s in:\n%s", want, out)
 		}
