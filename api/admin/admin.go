@@ -81,6 +81,13 @@ type Options struct {
 	AuthFailures int
 	// Now is the clock of the limit of failed tokens; nil means time.Now.
 	Now func() time.Time
+	// Profiling serves the Go runtime's profiles, with the token: GET
+	// /debug/pprof lists them, GET /debug/pprof/profile?seconds=N takes a
+	// CPU profile of N seconds (default 30, at most 300), GET
+	// /debug/pprof/NAME (heap, goroutine, allocs, block, mutex,
+	// threadcreate) writes one as it stands; all in the format of
+	// net/http/pprof, for go tool pprof. Off, those paths are 404.
+	Profiling bool
 	// OnTokenFailure, if set, is told of every request refused for its
 	// token: limited false for a wrong one (401), true for one refused
 	// without being compared (429; see AuthFailures). A request without
@@ -120,6 +127,8 @@ type admin struct {
 	log     *slog.Logger
 	metrics http.Handler // nil: no /metrics here
 	cluster func() any   // nil: no /cluster here
+	// profiling: the runtime's profiles are served (Options.Profiling).
+	profiling bool
 	// failures limits the requests with a wrong token per client address;
 	// nil: no limit.
 	failures *secret.Limiter
@@ -152,6 +161,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 		log:       opts.Logger,
 		metrics:   opts.Metrics,
 		cluster:   opts.Cluster,
+		profiling: opts.Profiling,
 		now:       opts.Now,
 	}
 	if a.log == nil {
@@ -212,6 +222,10 @@ func (a *admin) routes() *http.ServeMux {
 		a.route(mux, pathCluster, true, nil, endpoint{http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
 			a.writeJSON(w, http.StatusOK, a.cluster())
 		}})
+	}
+	if a.profiling {
+		a.route(mux, pathProfiles, true, nil, endpoint{http.MethodGet, a.profiles})
+		a.route(mux, pathProfile, true, nil, endpoint{http.MethodGet, a.profile})
 	}
 	mux.Handle("/", a.withToken(a.NotFound))
 	return mux

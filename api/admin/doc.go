@@ -1,8 +1,8 @@
 // Package admin is the admin API of ratelimitd, to be served on a listener
 // of its own, never on the public one: NewHandler lists, reads, puts and
 // deletes the rules of a rules.Store, resets and inspects buckets, reports
-// the limiter's counters, and serves the metrics and the cluster status
-// when asked to, all behind a bearer token.
+// the limiter's counters, and serves the metrics, the cluster status and
+// the Go runtime's profiles when asked to, all behind a bearer token.
 //
 // README.md ("Admin API") is the contract of its routes and bodies.
 //

@@ -101,6 +101,7 @@ func startAdmin(cfg *config, tokens func() []string, maxConns int, log *slog.Log
 		// own endpoints and logins apart.
 		AuthFailures:   cfg.adminAuthFailures,
 		OnTokenFailure: prom.TokenFailures("api"),
+		Profiling:      cfg.adminPprof,
 		OnRulesChanged: func(s *rules.Set) {
 			alog.Info("rules changed through the admin API", "version", s.Version(), "rules", s.Len())
 		},
@@ -121,7 +122,7 @@ func startAdmin(cfg *config, tokens func() []string, maxConns int, log *slog.Log
 	}
 	a := &adminServer{srv: newServer(h, alog), served: make(chan error, 1)}
 	capped := limitConns(ln, a.srv, maxConns, "admin", alog, prom, lt.config(alpnHTTP))
-	alog.Info("admin listening", "addr", ln.Addr().String(), "max_conns", maxConns, "tls", lt != nil)
+	alog.Info("admin listening", "addr", ln.Addr().String(), "max_conns", maxConns, "tls", lt != nil, "pprof", cfg.adminPprof)
 	go func() { a.served <- a.srv.Serve(capped) }()
 	return a, nil
 }

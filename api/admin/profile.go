@@ -1,0 +1,180 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/api/internal/httpwire"
+)
+
+// The Go runtime's profiles (Options.Profiling), in the formats `go tool
+// pprof` reads. They are written by runtime/pprof here rather than served
+// by net/http/pprof, whose import registers its handlers on
+// http.DefaultServeMux in every program that links it: a program that
+// embeds this package and serves the default mux somewhere public would
+// publish them without knowing.
+
+// Profile route paths: the list, and one profile by name ("profile" is
+// the CPU's, as for net/http/pprof and go tool pprof).
+const (
+	pathProfiles = "/debug/pprof"
+	pathProfile  = pathProfiles + "/{name}"
+	cpuProfile   = "profile"
+)
+
+// The length of a CPU profile, in whole seconds (query parameter seconds).
+const (
+	defaultCPUSeconds = 30
+	maxCPUSeconds     = 300
+)
+
+// Query parameter rules, named in 400 answers.
+const (
+	ruleSeconds = "must be a whole number of seconds from 1 to 300"
+	ruleDebug   = "must be 0 (gzipped protocol buffer, for go tool pprof), 1 or 2 (text)"
+	ruleGC      = "must be 0 or 1"
+)
+
+// writeSlack is how much longer than the profile itself the answer of a
+// CPU profile may take to be written: the server's write timeout would
+// cut most of them off otherwise.
+const writeSlack = 10 * time.Second
+
+// profileList is the body of GET /debug/pprof.
+type profileList struct {
+	Profiles []profileEntry `json:"profiles"`
+}
+
+type profileEntry struct {
+	Name string `json:"name"`
+	// Count is how many entries the profile holds now (goroutines,
+	// threads, allocation sites...); absent for the CPU profile, which is
+	// taken on request.
+	Count *int   `json:"count,omitempty"`
+	Path  string `json:"path"`
+}
+
+// profiles lists the profiles GET /debug/pprof/{name} serves.
+func (a *admin) profiles(w http.ResponseWriter, _ *http.Request) {
+	ps := pprof.Profiles()
+	slices.SortFunc(ps, func(x, y *pprof.Profile) int { return strings.Compare(x.Name(), y.Name()) })
+	list := profileList{Profiles: []profileEntry{{Name: cpuProfile, Path: pathProfiles + "/" + cpuProfile + "?seconds=" + strconv.Itoa(defaultCPUSeconds)}}}
+	for _, p := range ps {
+		n := p.Count()
+		list.Profiles = append(list.Profiles, profileEntry{Name: p.Name(), Count: &n, Path: pathProfiles + "/" + p.Name()})
+	}
+	a.writeJSON(w, http.StatusOK, list)
+}
+
+// profile serves one profile: the CPU's, taken for ?seconds=N from now,
+// or a runtime profile (heap, goroutine, allocs, block, mutex,
+// threadcreate...) as it stands, ?debug=1 or 2 for text, ?gc=1 to collect
+// garbage before a heap profile.
+func (a *admin) profile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if name == cpuProfile {
+		a.cpuProfile(w, r)
+		return
+	}
+	p := pprof.Lookup(name)
+	if p == nil {
+		a.WriteError(w, http.StatusNotFound, "", "no profile "+strconv.Quote(name)+": GET "+pathProfiles+" lists them")
+		return
+	}
+	q := r.URL.Query()
+	debug, ok := queryInt(q.Get("debug"), 0, 0, 2)
+	if !ok {
+		a.WriteError(w, http.StatusBadRequest, "debug", ruleDebug)
+		return
+	}
+	gc, ok := queryInt(q.Get("gc"), 0, 0, 1)
+	if !ok {
+		a.WriteError(w, http.StatusBadRequest, "gc", ruleGC)
+		return
+	}
+	if gc == 1 && name == "heap" {
+		runtime.GC()
+	}
+	var b bytes.Buffer
+	if err := p.WriteTo(&b, debug); err != nil {
+		a.log.Error("admin: writing a profile", "profile", name, "err", err)
+		a.WriteError(w, http.StatusInternalServerError, "", "the profile could not be written")
+		return
+	}
+	writeProfile(w, name, debug, b.Bytes())
+}
+
+// cpuProfile takes a CPU profile for ?seconds=N (default 30) and answers
+// it; the request's end (the client gone) ends it early. One at a time:
+// the runtime has one CPU profiler.
+func (a *admin) cpuProfile(w http.ResponseWriter, r *http.Request) {
+	secs, ok := queryInt(r.URL.Query().Get("seconds"), defaultCPUSeconds, 1, maxCPUSeconds)
+	if !ok {
+		a.WriteError(w, http.StatusBadRequest, "seconds", ruleSeconds)
+		return
+	}
+	d := time.Duration(secs) * time.Second
+	// The server's write timeout runs from the request's start; a profile
+	// needs it to run from its own end. An error: the writer cannot move
+	// its deadline (a test's recorder), and none is in the way.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d + writeSlack))
+	var b bytes.Buffer
+	if err := pprof.StartCPUProfile(&b); err != nil {
+		a.WriteError(w, http.StatusConflict, "", "a CPU profile is being taken already; ask again when it ends")
+		return
+	}
+	if !sleepCtx(r.Context(), d) {
+		pprof.StopCPUProfile()
+		return // nobody to answer
+	}
+	pprof.StopCPUProfile()
+	writeProfile(w, cpuProfile, 0, b.Bytes())
+}
+
+// sleepCtx waits d, or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// writeProfile answers 200 with a profile: a file to save for debug 0,
+// text otherwise.
+func writeProfile(w http.ResponseWriter, name string, debug int, b []byte) {
+	h := w.Header()
+	h[httpwire.HdrCacheControl] = []string{httpwire.NoStore}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	if debug == 0 {
+		h[httpwire.HdrContentType] = []string{"application/octet-stream"}
+		h["Content-Disposition"] = []string{`attachment; filename="` + name + `.pb.gz"`}
+	} else {
+		h[httpwire.HdrContentType] = []string{"text/plain; charset=utf-8"}
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// queryInt parses the value of a query parameter: def when it is absent,
+// else a decimal integer from lo to hi.
+func queryInt(s string, def, lo, hi int) (int, bool) {
+	if s == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, false
+	}
+	return n, true
+}
