@@ -88,6 +88,11 @@ type Options struct {
 	// threadcreate) writes one as it stands; all in the format of
 	// net/http/pprof, for go tool pprof. Off, those paths are 404.
 	Profiling bool
+	// Done, if set, is closed when the server stops (http.Server's
+	// RegisterOnShutdown): a CPU profile being taken then ends at once,
+	// answered with what it collected, rather than holding the shutdown
+	// up for as long as it was asked to run.
+	Done <-chan struct{}
 	// OnTokenFailure, if set, is told of every request refused for its
 	// token: limited false for a wrong one (401), true for one refused
 	// without being compared (429; see AuthFailures). A request without
@@ -129,6 +134,7 @@ type admin struct {
 	cluster func() any   // nil: no /cluster here
 	// profiling: the runtime's profiles are served (Options.Profiling).
 	profiling bool
+	done      <-chan struct{} // Options.Done; nil: never
 	// failures limits the requests with a wrong token per client address;
 	// nil: no limit.
 	failures *secret.Limiter
@@ -162,6 +168,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 		metrics:   opts.Metrics,
 		cluster:   opts.Cluster,
 		profiling: opts.Profiling,
+		done:      opts.Done,
 		now:       opts.Now,
 	}
 	if a.log == nil {

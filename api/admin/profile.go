@@ -2,7 +2,6 @@ package admin
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"runtime"
 	"runtime/pprof"
@@ -112,8 +111,9 @@ func (a *admin) profile(w http.ResponseWriter, r *http.Request) {
 }
 
 // cpuProfile takes a CPU profile for ?seconds=N (default 30) and answers
-// it; the request's end (the client gone) ends it early. One at a time:
-// the runtime has one CPU profiler.
+// it; the request's end (the client gone) ends it early, unanswered, and
+// the server's (Options.Done) answered with what it holds. One at a
+// time: the runtime has one CPU profiler.
 func (a *admin) cpuProfile(w http.ResponseWriter, r *http.Request) {
 	secs, ok := queryInt(r.URL.Query().Get("seconds"), defaultCPUSeconds, 1, maxCPUSeconds)
 	if !ok {
@@ -130,24 +130,17 @@ func (a *admin) cpuProfile(w http.ResponseWriter, r *http.Request) {
 		a.WriteError(w, http.StatusConflict, "", "a CPU profile is being taken already; ask again when it ends")
 		return
 	}
-	if !sleepCtx(r.Context(), d) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-a.done: // a nil channel: never
+	case <-r.Context().Done():
 		pprof.StopCPUProfile()
 		return // nobody to answer
 	}
 	pprof.StopCPUProfile()
 	writeProfile(w, cpuProfile, 0, b.Bytes())
-}
-
-// sleepCtx waits d, or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // writeProfile answers 200 with a profile: a file to save for debug 0,

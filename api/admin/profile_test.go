@@ -19,11 +19,15 @@ import (
 )
 
 // profilingAdmin serves an admin handler with Options.Profiling set as
-// given and returns its URL.
-func profilingAdmin(t *testing.T, on bool) string {
+// given (and Options.Done, if given) and returns its URL.
+func profilingAdmin(t *testing.T, on bool, done ...chan struct{}) string {
 	t.Helper()
 	sys, _ := actorstest.StartClocked(t)
-	h, err := admin.NewHandler(admin.Options{Backend: backend{sys}, Token: adminToken, AuthFailures: -1, Profiling: on})
+	opts := admin.Options{Backend: backend{sys}, Token: adminToken, AuthFailures: -1, Profiling: on}
+	if len(done) > 0 {
+		opts.Done = done[0]
+	}
+	h, err := admin.NewHandler(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,11 +163,13 @@ func TestProfiles(t *testing.T) {
 
 // TestCPUProfile: a CPU profile of one second; a second one while the
 // runtime's profiler is taken is 409; a client that leaves ends its
-// profile, so the next one can be taken.
+// profile, so the next one can be taken; the server's stop (Options.Done)
+// ends one, answered with what it holds.
 func TestCPUProfile(t *testing.T) {
 	// Not parallel with the other tests that use the process's one CPU
 	// profiler: there are none.
-	base := profilingAdmin(t, true)
+	done := make(chan struct{})
+	base := profilingAdmin(t, true, done)
 	start := time.Now()
 	r := authorized(t, "GET", base+"/debug/pprof/profile?seconds=1")
 	if took := time.Since(start); took < time.Second {
@@ -203,4 +209,46 @@ func TestCPUProfile(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	gunzipped(t, "a profile after one given up", r)
+
+	// The server stops 200 ms into a 300-second profile: the profile is
+	// answered (the client waits at most a minute for it).
+	// The client gives up after a minute, which ends the profile too.
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	answered := getAsync(ctx, base+"/debug/pprof/profile?seconds=300")
+	time.Sleep(200 * time.Millisecond)
+	close(done)
+	a := <-answered
+	if a.err != nil {
+		t.Fatalf("a 300-second profile 200 ms before the server's stop: %v, want it answered at the stop", a.err)
+	}
+	gunzipped(t, "a profile the server's stop ended", a.r)
+}
+
+// asyncAnswer is the outcome of getAsync.
+type asyncAnswer struct {
+	r   apitest.Response
+	err error
+}
+
+// getAsync sends an authorized GET from a goroutine of its own (which
+// must not fail the test itself) and delivers its answer.
+func getAsync(ctx context.Context, u string) <-chan asyncAnswer {
+	c := make(chan asyncAnswer, 1)
+	go func() {
+		var a asyncAnswer
+		req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			var resp *http.Response
+			if resp, err = http.DefaultClient.Do(req); err == nil {
+				a.r.Status, a.r.Header = resp.StatusCode, resp.Header
+				a.r.Body, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+		}
+		a.err = err
+		c <- a
+	}()
+	return c
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestE2EAdminPprof: with --admin-pprof the admin listener serves the Go
@@ -50,6 +51,46 @@ func TestE2EAdminPprof(t *testing.T) {
 	// 11 s: past the admin listener's 10-second write timeout, which the
 	// profile moves.
 	wantProfile(t, "profile?seconds=11", adminDo(t, "GET", base+"/debug/pprof/profile?seconds=11", tok, ""))
+
+	// SIGTERM during a 60-second profile: it ends and is answered, and the
+	// daemon exits cleanly, without waiting out its 10-second shutdown
+	// timeout (after which the profile's connection would be cut: no
+	// answer).
+	type answer struct {
+		r   response
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() { // not adminDo: a goroutine of its own must not fail the test
+		var a answer
+		req, err := http.NewRequest("GET", base+"/debug/pprof/profile?seconds=60", nil)
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+tok)
+			var resp *http.Response
+			if resp, err = http.DefaultClient.Do(req); err == nil {
+				a.r.status, a.r.header = resp.StatusCode, resp.Header
+				a.r.body, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+		}
+		a.err = err
+		answered <- a
+	}()
+	for deadline := time.Now().Add(pollTimeout); ; time.Sleep(20 * time.Millisecond) {
+		r := adminDo(t, "GET", base+"/debug/pprof/goroutine?debug=1", tok, "")
+		if bytes.Contains(r.body, []byte("admin.(*admin).cpuProfile")) {
+			break // the profile is under way
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no profile under way after %v:\n%s", pollTimeout, r.body)
+		}
+	}
+	d.stop()
+	a := <-answered
+	if a.err != nil {
+		t.Fatalf("a profile under way at SIGTERM: %v (cut off at the shutdown timeout?)", a.err)
+	}
+	wantProfile(t, "a profile SIGTERM ended", a.r)
 }
 
 // wantProfile checks that r is a profile in go tool pprof's format: a

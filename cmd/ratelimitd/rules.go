@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/ratelimitd/ratelimitd/actors"
@@ -91,6 +92,7 @@ func startAdmin(cfg *config, tokens func() []string, maxConns int, log *slog.Log
 		return nil, nil
 	}
 	alog := log.With("component", "admin")
+	stopping := make(chan struct{})
 	opts := admin.Options{
 		Backend: adminBackend{sys},
 		Rules:   rs.store,
@@ -102,6 +104,7 @@ func startAdmin(cfg *config, tokens func() []string, maxConns int, log *slog.Log
 		AuthFailures:   cfg.adminAuthFailures,
 		OnTokenFailure: prom.TokenFailures("api"),
 		Profiling:      cfg.adminPprof,
+		Done:           stopping,
 		OnRulesChanged: func(s *rules.Set) {
 			alog.Info("rules changed through the admin API", "version", s.Version(), "rules", s.Len())
 		},
@@ -121,6 +124,8 @@ func startAdmin(cfg *config, tokens func() []string, maxConns int, log *slog.Log
 		return nil, fmt.Errorf("admin listener %s: %w", cfg.adminListen, err)
 	}
 	a := &adminServer{srv: newServer(h, alog), served: make(chan error, 1)}
+	var stopOnce sync.Once // a CPU profile ends with the server
+	a.srv.RegisterOnShutdown(func() { stopOnce.Do(func() { close(stopping) }) })
 	capped := limitConns(ln, a.srv, maxConns, "admin", alog, prom, lt.config(alpnHTTP))
 	alog.Info("admin listening", "addr", ln.Addr().String(), "max_conns", maxConns, "tls", lt != nil, "pprof", cfg.adminPprof)
 	go func() { a.served <- a.srv.Serve(capped) }()
