@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelimitd/ratelimitd/api"
@@ -84,9 +85,11 @@ type Options struct {
 	// Profiling serves the Go runtime's profiles, with the token: GET
 	// /debug/pprof lists them, GET /debug/pprof/profile?seconds=N takes a
 	// CPU profile of N seconds (default 30, at most 300), GET
+	// /debug/pprof/trace?seconds=N an execution trace (default 1), GET
 	// /debug/pprof/NAME (heap, goroutine, allocs, block, mutex,
-	// threadcreate) writes one as it stands; all in the format of
-	// net/http/pprof, for go tool pprof. Off, those paths are 404.
+	// threadcreate) writes one as it stands; all in the formats of
+	// net/http/pprof, for go tool pprof and go tool trace. Off, those
+	// paths are 404.
 	Profiling bool
 	// Done, if set, is closed when the server stops (http.Server's
 	// RegisterOnShutdown): a CPU profile being taken then ends at once,
@@ -135,6 +138,7 @@ type admin struct {
 	// profiling: the runtime's profiles are served (Options.Profiling).
 	profiling bool
 	done      <-chan struct{} // Options.Done; nil: never
+	tracing   atomic.Bool     // an execution trace is being taken here
 	// failures limits the requests with a wrong token per client address;
 	// nil: no limit.
 	failures *secret.Limiter

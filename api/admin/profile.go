@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,17 +22,22 @@ import (
 // publish them without knowing.
 
 // Profile route paths: the list, and one profile by name ("profile" is
-// the CPU's, as for net/http/pprof and go tool pprof).
+// the CPU's and "trace" the execution trace, as for net/http/pprof and go
+// tool pprof and trace).
 const (
 	pathProfiles = "/debug/pprof"
 	pathProfile  = pathProfiles + "/{name}"
 	cpuProfile   = "profile"
+	execTrace    = "trace"
 )
 
-// The length of a CPU profile, in whole seconds (query parameter seconds).
+// The length of a CPU profile or an execution trace, in whole seconds
+// (query parameter seconds): a trace is a few megabytes a second of a
+// busy server, so its default is short.
 const (
-	defaultCPUSeconds = 30
-	maxCPUSeconds     = 300
+	defaultCPUSeconds   = 30
+	defaultTraceSeconds = 1
+	maxSeconds          = 300
 )
 
 // Query parameter rules, named in 400 answers.
@@ -54,8 +60,8 @@ type profileList struct {
 type profileEntry struct {
 	Name string `json:"name"`
 	// Count is how many entries the profile holds now (goroutines,
-	// threads, allocation sites...); absent for the CPU profile, which is
-	// taken on request.
+	// threads, allocation sites...); absent for the CPU profile and the
+	// trace, which are taken on request.
 	Count *int   `json:"count,omitempty"`
 	Path  string `json:"path"`
 }
@@ -64,7 +70,10 @@ type profileEntry struct {
 func (a *admin) profiles(w http.ResponseWriter, _ *http.Request) {
 	ps := pprof.Profiles()
 	slices.SortFunc(ps, func(x, y *pprof.Profile) int { return strings.Compare(x.Name(), y.Name()) })
-	list := profileList{Profiles: []profileEntry{{Name: cpuProfile, Path: pathProfiles + "/" + cpuProfile + "?seconds=" + strconv.Itoa(defaultCPUSeconds)}}}
+	list := profileList{Profiles: []profileEntry{
+		{Name: cpuProfile, Path: pathProfiles + "/" + cpuProfile + "?seconds=" + strconv.Itoa(defaultCPUSeconds)},
+		{Name: execTrace, Path: pathProfiles + "/" + execTrace + "?seconds=" + strconv.Itoa(defaultTraceSeconds)},
+	}}
 	for _, p := range ps {
 		n := p.Count()
 		list.Profiles = append(list.Profiles, profileEntry{Name: p.Name(), Count: &n, Path: pathProfiles + "/" + p.Name()})
@@ -78,8 +87,12 @@ func (a *admin) profiles(w http.ResponseWriter, _ *http.Request) {
 // garbage before a heap profile.
 func (a *admin) profile(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if name == cpuProfile {
+	switch name {
+	case cpuProfile:
 		a.cpuProfile(w, r)
+		return
+	case execTrace:
+		a.execTrace(w, r)
 		return
 	}
 	p := pprof.Lookup(name)
@@ -115,27 +128,16 @@ func (a *admin) profile(w http.ResponseWriter, r *http.Request) {
 // the server's (Options.Done) answered with what it holds. One at a
 // time: the runtime has one CPU profiler.
 func (a *admin) cpuProfile(w http.ResponseWriter, r *http.Request) {
-	secs, ok := queryInt(r.URL.Query().Get("seconds"), defaultCPUSeconds, 1, maxCPUSeconds)
+	d, ok := a.duration(w, r, defaultCPUSeconds)
 	if !ok {
-		a.WriteError(w, http.StatusBadRequest, "seconds", ruleSeconds)
 		return
 	}
-	d := time.Duration(secs) * time.Second
-	// The server's write timeout runs from the request's start; a profile
-	// needs it to run from its own end. An error: the writer cannot move
-	// its deadline (a test's recorder), and none is in the way.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d + writeSlack))
 	var b bytes.Buffer
 	if err := pprof.StartCPUProfile(&b); err != nil {
 		a.WriteError(w, http.StatusConflict, "", "a CPU profile is being taken already; ask again when it ends")
 		return
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-a.done: // a nil channel: never
-	case <-r.Context().Done():
+	if !a.wait(r, d) {
 		pprof.StopCPUProfile()
 		return // nobody to answer
 	}
@@ -143,20 +145,87 @@ func (a *admin) cpuProfile(w http.ResponseWriter, r *http.Request) {
 	writeProfile(w, cpuProfile, 0, b.Bytes())
 }
 
+// execTrace records an execution trace (runtime/trace, for go tool
+// trace) for ?seconds=N (default 1), written to the client as it is
+// recorded, since a long one is large; it ends like a CPU profile. One at
+// a time: the runtime has one tracer.
+func (a *admin) execTrace(w http.ResponseWriter, r *http.Request) {
+	d, ok := a.duration(w, r, defaultTraceSeconds)
+	if !ok {
+		return
+	}
+	// Another request's trace, or the program's own (checked before the
+	// status is sent: trace.Start's error comes after it).
+	busy := !a.tracing.CompareAndSwap(false, true)
+	if !busy {
+		defer a.tracing.Store(false)
+		busy = trace.IsEnabled()
+	}
+	if busy {
+		a.WriteError(w, http.StatusConflict, "", "an execution trace is being taken already; ask again when it ends")
+		return
+	}
+	setProfileHeaders(w.Header(), execTrace+".out", 0)
+	w.WriteHeader(http.StatusOK)
+	if err := trace.Start(w); err != nil {
+		// Taken in between by the program itself: the status is sent, the
+		// answer ends empty.
+		a.log.Warn("admin: starting an execution trace", "err", err)
+		return
+	}
+	a.wait(r, d)
+	trace.Stop() // waits for the last of the trace to be written
+}
+
+// duration reads the length of a CPU profile or a trace (?seconds=N,
+// default def) and moves the write deadline past it, or answers 400.
+func (a *admin) duration(w http.ResponseWriter, r *http.Request, def int) (time.Duration, bool) {
+	secs, ok := queryInt(r.URL.Query().Get("seconds"), def, 1, maxSeconds)
+	if !ok {
+		a.WriteError(w, http.StatusBadRequest, "seconds", ruleSeconds)
+		return 0, false
+	}
+	d := time.Duration(secs) * time.Second
+	// The server's write timeout runs from the request's start; a profile
+	// needs it to run from its own end. An error: the writer cannot move
+	// its deadline (a test's recorder), and none is in the way.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d + writeSlack))
+	return d, true
+}
+
+// wait waits d, or until the server stops (Options.Done): true; or until
+// the request ends, the client gone: false.
+func (a *admin) wait(r *http.Request, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-a.done: // a nil channel: never
+	case <-r.Context().Done():
+		return false
+	}
+	return true
+}
+
 // writeProfile answers 200 with a profile: a file to save for debug 0,
 // text otherwise.
 func writeProfile(w http.ResponseWriter, name string, debug int, b []byte) {
-	h := w.Header()
+	setProfileHeaders(w.Header(), name+".pb.gz", debug)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// setProfileHeaders sets the headers of a profile's answer: a file to
+// save, named file, for debug 0; text otherwise.
+func setProfileHeaders(h http.Header, file string, debug int) {
 	h[httpwire.HdrCacheControl] = []string{httpwire.NoStore}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
 	if debug == 0 {
 		h[httpwire.HdrContentType] = []string{"application/octet-stream"}
-		h["Content-Disposition"] = []string{`attachment; filename="` + name + `.pb.gz"`}
+		h["Content-Disposition"] = []string{`attachment; filename="` + file + `"`}
 	} else {
 		h[httpwire.HdrContentType] = []string{"text/plain; charset=utf-8"}
 	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
 }
 
 // queryInt parses the value of a query parameter: def when it is absent,

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"testing"
 	"time"
@@ -100,14 +101,17 @@ func TestProfiles(t *testing.T) {
 	if p := list.Profiles[0]; p.Name != "profile" || p.Count != nil || p.Path != "/debug/pprof/profile?seconds=30" {
 		t.Errorf("the first profile listed: %+v, want the CPU's, with no count", p)
 	}
+	if p := list.Profiles[1]; p.Name != "trace" || p.Count != nil || p.Path != "/debug/pprof/trace?seconds=1" {
+		t.Errorf("the second profile listed: %+v, want the execution trace, with no count", p)
+	}
 	seen := map[string]bool{}
-	for i, p := range list.Profiles[1:] {
+	for i, p := range list.Profiles[2:] {
 		seen[p.Name] = true
 		if p.Count == nil || *p.Count < 0 || p.Path != "/debug/pprof/"+p.Name {
 			t.Errorf("profile %+v: want a count and its path", p)
 		}
-		if i > 0 && list.Profiles[i].Name >= p.Name {
-			t.Errorf("profiles %q then %q: want them by name", list.Profiles[i].Name, p.Name)
+		if i > 0 && list.Profiles[i+1].Name >= p.Name {
+			t.Errorf("profiles %q then %q: want them by name", list.Profiles[i+1].Name, p.Name)
 		}
 		if p.Name == "goroutine" && *p.Count < 2 {
 			t.Errorf("goroutine count %d: this test and its server run more", *p.Count)
@@ -146,6 +150,8 @@ func TestProfiles(t *testing.T) {
 		{"profile?seconds=0", "seconds", ruleSeconds},
 		{"profile?seconds=301", "seconds", ruleSeconds},
 		{"profile?seconds=1.5", "seconds", ruleSeconds},
+		{"trace?seconds=0", "seconds", ruleSeconds},
+		{"trace?seconds=x", "seconds", ruleSeconds},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			wantError(t, authorized(t, "GET", base+"/debug/pprof/"+tc.query), http.StatusBadRequest, apitest.ErrorBody{Error: tc.msg, Field: tc.field})
@@ -251,4 +257,30 @@ func getAsync(ctx context.Context, u string) <-chan asyncAnswer {
 		c <- a
 	}()
 	return c
+}
+
+// TestExecTrace: an execution trace of one second, streamed in go tool
+// trace's format; a second one while the first runs is 409.
+func TestExecTrace(t *testing.T) {
+	// Not parallel: the process has one tracer (see TestCPUProfile).
+	base := profilingAdmin(t, true)
+	r := authorized(t, "GET", base+"/debug/pprof/trace")
+	if r.Status != http.StatusOK || r.Header.Get("Content-Type") != "application/octet-stream" ||
+		r.Header.Get("Content-Disposition") != `attachment; filename="trace.out"` || !bytes.HasPrefix(r.Body, []byte("go 1.")) {
+		t.Fatalf("GET /debug/pprof/trace: %d %q %q %.20q; want 200 and a trace", r.Status, r.Header.Get("Content-Type"), r.Header.Get("Content-Disposition"), r.Body)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := getAsync(ctx, base+"/debug/pprof/trace?seconds=2")
+	for deadline := time.Now().Add(10 * time.Second); !trace.IsEnabled(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first trace did not start within 10 s")
+		}
+	}
+	wantError(t, authorized(t, "GET", base+"/debug/pprof/trace?seconds=1"), http.StatusConflict, apitest.ErrorBody{Error: "an execution trace is being taken already; ask again when it ends"})
+	a := <-first
+	if a.err != nil || a.r.Status != http.StatusOK || !bytes.HasPrefix(a.r.Body, []byte("go 1.")) {
+		t.Errorf("the first trace: %v %d %.20q; want 200 and a trace", a.err, a.r.Status, a.r.Body)
+	}
 }

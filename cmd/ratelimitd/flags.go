@@ -217,7 +217,7 @@ func rulesFlags(fs *flag.FlagSet, cfg *config) {
 	fs.StringVar(&cfg.rulesFile, "rules", "", "YAML `file` of named rules (rules: [{name, algorithm, scale, limit, burst, shadow, match}]); reloaded when it changes and on SIGHUP")
 	addrFlag(fs, &cfg.adminListen, "admin-listen", "`address` (host:port) of the admin API (rules, reset, inspect); served only with --admin-token-file (default 127.0.0.1:8081)")
 	fs.StringVar(&cfg.adminTokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token, at least 16 bytes, in a file no group or other user may access (mode 0600 or 0400): one per line, any of them accepted; re-read when it changes, so a token rotates without a restart; without it the admin API is off")
-	fs.BoolVar(&cfg.adminPprof, "admin-pprof", false, "serve the Go runtime's profiles (CPU, heap, goroutines...) for go tool pprof on the admin listener, under /debug/pprof and behind the admin token; needs --admin-token-file")
+	fs.BoolVar(&cfg.adminPprof, "admin-pprof", false, "serve the Go runtime's profiles (CPU, heap, goroutines...) and execution traces, for go tool pprof and go tool trace, on the admin listener, under /debug/pprof and behind the admin token; needs --admin-token-file")
 	authFailuresFlag(fs, &cfg.adminAuthFailures, "admin-auth-failures", "`number` of requests with a wrong token a client address may send to the admin listener at once, then per minute, before its requests with a token are answered 429 for a while, their tokens not compared; 0 turns the limit off, for callers that share an address behind a proxy or NAT (default "+strconv.Itoa(admin.DefaultAuthFailures)+")")
 }
 

@@ -45,6 +45,9 @@ func TestE2EAdminPprof(t *testing.T) {
 		t.Errorf("goroutine?debug=1: %d %.100q; want the daemon's goroutines", r.status, r.body)
 	}
 	wantProfile(t, "heap", adminDo(t, "GET", base+"/debug/pprof/heap", tok, ""))
+	if r := adminDo(t, "GET", base+"/debug/pprof/trace?seconds=1", tok, ""); r.status != http.StatusOK || !bytes.HasPrefix(r.body, []byte("go 1.")) {
+		t.Errorf("trace?seconds=1: %d %.40q; want an execution trace", r.status, r.body)
+	}
 	if testing.Short() {
 		return
 	}
