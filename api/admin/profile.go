@@ -14,9 +14,10 @@ import (
 	"github.com/ratelimitd/ratelimitd/api/internal/httpwire"
 )
 
-// The Go runtime's profiles (Options.Profiling), in the formats `go tool
-// pprof` reads. They are written by runtime/pprof here rather than served
-// by net/http/pprof, whose import registers its handlers on
+// The Go runtime's profiles and execution traces (Options.Profiling), in
+// the formats `go tool pprof` and `go tool trace` read. They are written
+// by runtime/pprof and runtime/trace here rather than served by
+// net/http/pprof, whose import registers its handlers on
 // http.DefaultServeMux in every program that links it: a program that
 // embeds this package and serves the default mux somewhere public would
 // publish them without knowing.
@@ -48,8 +49,8 @@ const (
 )
 
 // writeSlack is how much longer than the profile itself the answer of a
-// CPU profile may take to be written: the server's write timeout would
-// cut most of them off otherwise.
+// CPU profile or a trace may take to be written: the server's write
+// timeout would cut most of them off otherwise.
 const writeSlack = 10 * time.Second
 
 // profileList is the body of GET /debug/pprof.
