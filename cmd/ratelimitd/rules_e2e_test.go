@@ -180,9 +180,19 @@ func (d *daemon) checkRule(t *testing.T, rule, id string) response {
 // adminDo sends an admin request with token tok ("" for none).
 func adminDo(t *testing.T, method, u, tok, body string) response {
 	t.Helper()
+	r, err := adminSend(method, u, tok, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	return r
+}
+
+// adminSend is adminDo returning its error, for a goroutine other than
+// the test's.
+func adminSend(method, u, tok, body string) (response, error) {
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -192,11 +202,11 @@ func adminDo(t *testing.T, method, u, tok, body string) response {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, u, err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 // TestE2ERules: named rules from a file; a broken reload keeps the old
