@@ -14,7 +14,9 @@
 // Check validates the request and hashes the id (FNV-1a, stable across
 // processes) to one of Config.Shards shards. Whoever holds a shard's lock
 // serves it: decides a batch of checks on its table with one reading of the
-// clock, appends the batch's changes to the shard's journal as one record,
+// clock, appends the batch's changes to the shard's journal as one record
+// (a batch of one bucket whose journal record has a tail, most of them,
+// writes its new state into that tail in place instead: table.ChangesTo),
 // and only then answers. A caller that finds the lock free serves its own
 // check, with any checks queued meanwhile, on its own goroutine: no
 // hand-off, no allocation, no pooled call and no channel; alone, its check

@@ -156,15 +156,18 @@ func writeMeta(dir string, m meta) error {
 // out the buckets expired at now.
 func (sh *shard) recover(cfg *Config, now time.Time) (*table.Table, journal.Recovery, error) {
 	t := table.New(cfg.tableConfig(true))
-	j, rec, err := journal.Open(shardDir(cfg.DataDir, sh.index), journal.Options{
-		Sync:          cfg.JournalSync,
-		SyncInterval:  cfg.JournalSyncInterval,
-		SegmentSize:   cfg.SegmentSize,
-		Repair:        cfg.JournalRepair,
-		RollAhead:     true, // no segment creation or msync under the shard lock at a roll
-		SegmentFormat: 2,    // 7 bytes of frame per record, not 16 and an alignment to 8
+	j, rec, err := journal.OpenTails(shardDir(cfg.DataDir, sh.index), journal.Options{
+		Sync:         cfg.JournalSync,
+		SyncInterval: cfg.JournalSyncInterval,
+		SegmentSize:  cfg.SegmentSize,
+		Repair:       cfg.JournalRepair,
+		RollAhead:    true, // no segment creation or msync under the shard lock at a roll
+		// 7 bytes of frame per record, not 16 and an alignment to 8; a
+		// bucket's first record in a segment has a tail where its later
+		// hits are written in place (table.ChangesTo).
+		SegmentFormat: 3,
 		Logger:        cfg.Logger.With("shard", sh.index),
-	}, func(p []byte) error { return t.Restore(p, now) })
+	}, func(p, tail []byte) error { return t.RestoreTail(p, tail, now) })
 	if err != nil {
 		return nil, rec, fmt.Errorf("actors: shard %d: recover: %w", sh.index, err)
 	}
@@ -408,7 +411,7 @@ func (sh *shard) persist(cfg *Config, taken int) error {
 		}
 		return nil
 	}
-	err := sh.table.Changes(j.Append)
+	err := sh.table.ChangesTo(j)
 	if cerr := j.Commit(); err == nil {
 		err = cerr
 	}

@@ -173,7 +173,10 @@ func TestSnapshotsCompactTheJournal(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Shards: 2, DataDir: dir, SegmentSize: 64 << 10, SnapshotThreshold: 64 << 10, SweepInterval: -1}
 	s := startSystem(t, cfg)
-	const ids, rounds = 500, 12
+	// Enough buckets that their first records (each with a tail, its
+	// home) fill a segment; a snapshot's roll sends every bucket's next
+	// hit to a new record, whose tail its later hits rewrite.
+	const ids, rounds = 2000, 12
 	for range rounds {
 		for i := range ids {
 			mustCheck(t, s, hit(fmt.Sprint("user-", i), 1000))
@@ -289,25 +292,48 @@ func journalSize(s *System, i int) int64 {
 	return sh.j.Size()
 }
 
-// TestRepeatHitJournalBytes: each check of a live bucket after its first is
-// its own batch and record (a count under a reference), and takes at most
-// 16 bytes of journal: 12 here (5 of payload, 7 of frame), 1,200 for 100
-// checks, and the count survives a restart.
+// TestRepeatHitJournalBytes: a bucket's first check, its own batch, is a
+// record with a tail (its home); each later check of the live bucket is
+// its own batch too and rewrites the tail: no journal bytes. After a
+// restart (a new table, which binds its own references, and the
+// journal's new epoch) the first hit writes the bucket's put again, one
+// record with a tail, and the next ones nothing again; every count
+// survives each restart, in every sync mode.
 func TestRepeatHitJournalBytes(t *testing.T) {
 	t.Parallel()
-	clk := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	cfg := Config{Shards: 1, DataDir: t.TempDir(), Clock: clk, SweepInterval: -1, JournalSync: SyncNone}
-	s := startSystem(t, cfg)
-	mustCheck(t, s, hit("alice", 1000))
-	before := journalSize(s, 0)
-	for range 100 {
-		mustCheck(t, s, hit("alice", 1000))
-	}
-	if got := journalSize(s, 0) - before; got != 1200 {
-		t.Fatalf("100 repeat hits took %d journal bytes, want 1200 (12 each)", got)
-	}
-	s = restart(t, s, cfg)
-	if d := mustCheck(t, s, hit("alice", 1000)); d.Count != 102 {
-		t.Fatalf("after a restart: count %d, want 102", d.Count)
+	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			clk := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+			cfg := Config{Shards: 1, DataDir: t.TempDir(), Clock: clk, SweepInterval: -1, JournalSync: mode}
+			s := startSystem(t, cfg)
+			mustCheck(t, s, hit("alice", 1000))
+			before := journalSize(s, 0)
+			for range 100 {
+				mustCheck(t, s, hit("alice", 1000))
+			}
+			if got := journalSize(s, 0) - before; got != 0 {
+				t.Fatalf("100 repeat hits took %d journal bytes, want 0 (their tail rewritten)", got)
+			}
+			s = restart(t, s, cfg)
+			records := journalRecords(s)
+			if d := mustCheck(t, s, hit("alice", 1000)); d.Count != 102 {
+				t.Fatalf("after a restart: count %d, want 102", d.Count)
+			}
+			if got := journalRecords(s) - records; got != 1 {
+				t.Fatalf("the first hit after a restart appended %d records, want 1", got)
+			}
+			before = journalSize(s, 0)
+			for range 50 {
+				mustCheck(t, s, hit("alice", 1000))
+			}
+			if got := journalSize(s, 0) - before; got != 0 {
+				t.Fatalf("50 repeat hits after the restart's first took %d journal bytes, want 0", got)
+			}
+			s = restart(t, s, cfg)
+			if d := mustCheck(t, s, hit("alice", 1000)); d.Count != 153 {
+				t.Fatalf("after a second restart: count %d, want 153", d.Count)
+			}
+		})
 	}
 }

@@ -167,24 +167,63 @@ func expectedAt(t *testing.T, dir string) (time.Time, map[string]json.RawMessage
 // TestRecoverDataDirV2: the data directory of segment format 1 with
 // references recovers with every bucket intact; the system appends to its
 // last segment, rolls to new ones, and after a restart holds both: the old
-// buckets and 3,000 new ones, each count exact.
+// buckets and 5,000 new ones, each count exact.
 func TestRecoverDataDirV2(t *testing.T) {
 	t.Parallel()
-	now, want, n := expectedAt(t, dataDirV2)
+	recoverOlderDataDir(t, dataDirV2, 1)
+}
+
+// dataDirV3 is a data directory written by the release before segment
+// format 3 (record format 2; segments of format 2, without tails), by the
+// same generator, testdata/datadir-v3/generate_test.go.txt, run on commit
+// 06b7386, with what System.Buckets answered for every id at its end.
+const dataDirV3 = "testdata/datadir-v3"
+
+// TestRecoverDataDirV3: the data directory of segment format 2 recovers
+// with every bucket intact; the system appends to its last segment in
+// format 2 (no tails), rolls to segments of format 3, whose records carry
+// tails, and after a restart holds the old buckets and the new ones, each
+// count exact, repeat hits written into tails included.
+func TestRecoverDataDirV3(t *testing.T) {
+	t.Parallel()
+	recoverOlderDataDir(t, dataDirV3, 2)
+}
+
+// recoverOlderDataDir starts a system on a copy of the data directory in
+// dir (450 ids, 505 buckets, written with segments of format oldFormat),
+// checks every bucket, adds 5,000 buckets (more than a 64 KiB segment per
+// shard holds) and hits on an old one, restarts and checks them all, and
+// that the shards rolled to segments of the current format.
+func recoverOlderDataDir(t *testing.T, dir string, oldFormat byte) {
+	now, want, n := expectedAt(t, dir)
 	if len(want) != 450 || n != 505 {
 		t.Fatalf("expected.json: %d ids, %d buckets; want 450 and 505", len(want), n)
 	}
-	dir := t.TempDir()
-	copyTree(t, filepath.Join(dataDirV2, "data"), dir)
-	cfg := Config{Shards: 4, DataDir: dir, Clock: clocktest.New(now), SweepInterval: -1, SegmentSize: 64 << 10}
+	data := t.TempDir()
+	copyTree(t, filepath.Join(dir, "data"), data)
+	cfg := Config{Shards: 4, DataDir: data, Clock: clocktest.New(now), SweepInterval: -1, SegmentSize: 64 << 10}
 	s := startSystem(t, cfg)
 	if got := checkBuckets(t, s, want); got != n {
 		t.Fatalf("%d buckets recovered, want %d", got, n)
 	}
-	const fresh = 3000 // more than a 64 KiB segment per shard holds
+	const fresh = 5000 // more than a 64 KiB segment per shard holds
+	newID := func(i int) string { return fmt.Sprintf("new-%04d-%s", i, strings.Repeat("x", 40)) }
 	for i := range fresh {
-		if d := mustCheck(t, s, hit(fmt.Sprintf("new-%04d-%s", i, strings.Repeat("x", 40)), 10)); d.Count != 1 {
+		if d := mustCheck(t, s, hit(newID(i), 10)); d.Count != 1 {
 			t.Fatalf("new-%04d: count %d, want 1", i, d.Count)
+		}
+	}
+	again := func(i int) bool { return i < 100 || i >= fresh-100 }
+	for i := range fresh { // the first hundred (in the old segment: records) and the last (tails) again
+		if !again(i) {
+			continue
+		}
+		before := journalRecords(s)
+		for range 3 {
+			mustCheck(t, s, hit(newID(i), 10))
+		}
+		if got := journalRecords(s) - before; i >= fresh-100 && got > 1 {
+			t.Fatalf("new-%04d: 3 hits appended %d records, want its tail rewritten (1 at most, after a roll)", i, got)
 		}
 	}
 	d := mustCheck(t, s, table.Request{ID: "fw-30", Policy: table.Policy{Scale: time.Hour, Limit: 1000}, Hits: 4})
@@ -193,8 +232,8 @@ func TestRecoverDataDirV2(t *testing.T) {
 	}
 	s = restart(t, s, cfg)
 	for i := range fresh {
-		if got := peek(t, s, fmt.Sprintf("new-%04d-%s", i, strings.Repeat("x", 40)), 10); got != 1 {
-			t.Fatalf("new-%04d after a restart: count %d, want 1", i, got)
+		if got, want := peek(t, s, newID(i), 10), int64(1+3*btoi(again(i))); got != want {
+			t.Fatalf("new-%04d after a restart: count %d, want %d", i, got, want)
 		}
 	}
 	delete(want, "fw-30") // counted on since; checked below
@@ -205,8 +244,23 @@ func TestRecoverDataDirV2(t *testing.T) {
 	if d := mustCheck(t, s, fw); d.Count != 20 {
 		t.Fatalf("fw-30 after a restart: count %d, want 20", d.Count)
 	}
-	segs, _ := filepath.Glob(filepath.Join(dir, "shard-*", "seg-*.log"))
-	if len(segs) < 8 {
-		t.Fatalf("%d segments, want at least 2 per shard (the old one and a roll)", len(segs))
+	segs, _ := filepath.Glob(filepath.Join(data, "shard-*", "seg-*.log"))
+	versions := map[byte]int{}
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions[b[8]]++
 	}
+	if len(segs) < 8 || versions[oldFormat] != 4 || versions[3] < 4 {
+		t.Fatalf("%d segments of formats %v, want at least 2 per shard: the old one (format %d) and a roll (format 3)", len(segs), versions, oldFormat)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -77,7 +77,14 @@
 // Changes hands out records holding each changed bucket's state (and
 // deletions): the full state the first time a bucket is written, binding a
 // reference to it, and then only its new count (and TAT) under that
-// reference, a few bytes. Every entry sets a state rather than adding to
+// reference, a few bytes. ChangesTo writes to a journal whose records may
+// carry a tail (a TailLog, journal.Journal's format 3): a batch that
+// changed one bucket appends that bucket's record with a tail, its home,
+// and later changes of the bucket are written into the home in place, two
+// slots taken in turn with a check each, so that a process killed in the
+// middle of a rewrite leaves the previous state whole; no record at all,
+// until the journal moves to a new segment. RestoreTail applies a record
+// with its tail. Every entry sets a state rather than adding to
 // one, so a journal replaying them in order is idempotent; record.go
 // specifies both formats, the one written before references included,
 // which Restore reads too. Freeze takes a consistent copy (the windows'

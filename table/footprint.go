@@ -50,7 +50,7 @@ func (t *Table) Footprint() Footprint {
 		}
 	}
 	f.Other = slabOther + idOther + int64(unsafe.Sizeof(*t)) +
-		int64(cap(t.dirty)+cap(t.bindings))*8 + int64(cap(t.changed))*int64(unsafe.Sizeof(item{})) +
+		int64(cap(t.dirty)+cap(t.bindings))*8 + int64(cap(t.homes))*4 + int64(cap(t.changed))*int64(unsafe.Sizeof(item{})) +
 		int64(cap(t.deleted))*int64(unsafe.Sizeof(deletion{})) + int64(cap(t.rec)) +
 		int64(cap(t.undo))*int64(unsafe.Sizeof(undo{})) +
 		int64(cap(t.refs.dense))*4 + int64(cap(t.refs.back))*8 + int64(len(t.refs.sparse))*24

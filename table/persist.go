@@ -97,6 +97,7 @@ func (t *Table) unbind(i uint32) {
 	if int(i/64) < len(t.bindings) {
 		t.bindings[i/64] &^= 1 << (i % 64)
 	}
+	t.unhome(i)
 }
 
 // rekey replaces old by moved in the change log, if old is in it: the
@@ -132,19 +133,25 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 	if len(t.deleted) == 0 && len(t.changed) == 1 && t.bound(t.changed[0].slot()) {
 		return t.changedOne(fn)
 	}
+	return t.changes(fn, nil)
+}
+
+// changes is Changes, and ChangesTo with l: a bucket with a tail in l
+// (a home) has its state written there, not in a record.
+func (t *Table) changes(fn func(rec []byte) error, l TailLog) error {
 	// By limit, so that each group entry is written once per run.
 	slices.SortFunc(t.changed, func(a, b item) int { return cmp.Compare(a.gid(), b.gid()) })
 	w := &t.w
 	w.reset2(t.rec)
 	dFrom, cFrom := 0, 0 // the first deletion and change of the record being built
 	emit := func(dTo, cTo int) error {
-		if w.n == 0 {
-			return nil
-		}
-		if err := fn(w.b); err != nil {
-			t.deleted = t.deleted[:copy(t.deleted, t.deleted[dFrom:])]
-			t.changed = t.changed[:copy(t.changed, t.changed[cFrom:])]
-			return err
+		if w.n > 0 { // else every change since cFrom went to a tail
+			if err := fn(w.b); err != nil {
+				t.deleted = t.deleted[:copy(t.deleted, t.deleted[dFrom:])]
+				t.changed = t.changed[:copy(t.changed, t.changed[cFrom:])]
+				return err
+			}
+			w.reset2(w.b)
 		}
 		for _, it := range t.changed[cFrom:cTo] {
 			i := it.slot()
@@ -152,7 +159,6 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 			t.bind(i) // the journal holds it now, under refOf(i)
 		}
 		dFrom, cFrom = dTo, cTo
-		w.reset2(w.b)
 		return nil
 	}
 	for k := range t.deleted {
@@ -178,10 +184,14 @@ func (t *Table) Changes(fn func(rec []byte) error) error {
 		k := &t.byID[it.gid()].key
 		c := t.slots.cell(i)
 		if t.bound(i) {
+			if l != nil && t.rewrite(l, i, c) {
+				continue
+			}
 			w.deltaCell(refOf(i), k.alg.gcra(), c)
 		} else {
 			w.putCell(k, it.bucket, refOf(i), c, c.idIn(&t.ids))
 		}
+		t.unhome(i) // this record is the bucket's latest
 	}
 	if err := emit(len(t.deleted), len(t.changed)); err != nil {
 		return err
@@ -228,6 +238,15 @@ func (t *Table) Pending() int { return len(t.changed) + len(t.deleted) }
 // changes nothing. The references records bind (see Changes) hold from
 // record to record, until RestoreDone.
 func (t *Table) Restore(rec []byte, now time.Time) error {
+	return t.RestoreTail(rec, nil, now)
+}
+
+// RestoreTail is Restore for a record a journal recovered with its tail
+// (see ChangesTo), nil if it has none: the state the tail holds, if it was
+// written whole, replaces the one in the record's entry. A tail whose
+// record holds other than one put, count or tat entry, or whose state is
+// out of that bucket's ranges, is damage: ErrBadRecord, nothing changed.
+func (t *Table) RestoreTail(rec, tail []byte, now time.Time) error {
 	t.refs.budget += uint64(len(rec))
 	// Taken apart whole before any entry is applied, so that a record that
 	// does not decode changes nothing; into buffers the table keeps, so
@@ -238,6 +257,9 @@ func (t *Table) Restore(rec []byte, now time.Time) error {
 		t.pend = append(t.pend, t.pending(rec, d))
 		return nil
 	})
+	if err == nil && tail != nil {
+		err = t.applyTail(tail)
+	}
 	if err == nil {
 		var d decoded
 		for i := range t.pend {

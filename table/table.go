@@ -84,10 +84,15 @@ type Table struct {
 	// bindings has a bit per slot: the journal holds the slot's bucket, as
 	// keyed now, bound to refOf(slot) (see bound).
 	bindings []uint64
-	changed  []item // the buckets whose dirty bit is set, in the order first changed
-	deleted  []deletion
-	rec      []byte       // record buffer reused by Changes
-	w        recordWriter // used by Changes
+	// homes has, per slot, where the bucket's tail is in the journal's
+	// current segment (ChangesTo), 0 if it has none; homeEpoch is the
+	// journal's epoch the positions are of.
+	homes     []uint32
+	homeEpoch uint64
+	changed   []item // the buckets whose dirty bit is set, in the order first changed
+	deleted   []deletion
+	rec       []byte       // record buffer reused by Changes
+	w         recordWriter // used by Changes
 
 	refs     refMap         // while records are restored: what their references name
 	dec      decoded        // Restore's entry, kept here so that a replay does not allocate per record

@@ -62,7 +62,7 @@
 //
 //	offset size field
 //	     0    8 magic "RLDJRNL\x00"
-//	     8    4 format version: 1, or 2 for a segment of compact frames
+//	     8    4 format version: 1, 2 for compact frames, or 3 for compact frames with tails
 //	    12    4 header size, 40
 //	    16    8 sequence number of the first record (equals the number in the file name; at most 2^62)
 //	    24    8 salt, random (crypto/rand) per file
@@ -70,12 +70,13 @@
 //	    36    4 CRC-32C of bytes 0 to 35
 //
 // Record frames follow from offset 40, back to back: in format 1 each
-// starting at a multiple of 8, in format 2 right after the one before. The
-// bytes after the last frame are zeros up to the end of the file: a zero
-// length word (format 1) or a zero first byte (format 2) is the end of
-// data. A header whose magic, size and checksum are right but whose version
-// is neither (a later release's) fails Open with ErrFormat: such a file is
-// never read, cut or moved aside. Snapshots are of format 1 only.
+// starting at a multiple of 8, in formats 2 and 3 right after the one
+// before (in format 3, after its tail if it has one). The bytes after the
+// last frame are zeros up to the end of the file: a zero length word
+// (format 1) or a zero first byte (formats 2 and 3) is the end of data. A
+// header whose magic, size and checksum are right but whose version is
+// none of these (a later release's) fails Open with ErrFormat: such a file
+// is never read, cut or moved aside. Snapshots are of format 1 only.
 // Options.SegmentFormat says which format new segments get; every segment
 // is read, and the last one appended to, in the format its header names.
 //
@@ -116,9 +117,62 @@
 // the place due to record N is valid when len is in its shortest form,
 // the frame fits in the file, tag is N's and the checksum matches.
 //
+// # Record frame, format 3
+//
+// A frame of format 3 is a frame of format 2 whose length word also says
+// whether the record has a tail: words after it that its owner rewrites in
+// place (a counter, say) instead of appending a record for each change.
+//
+//	size field
+//	 1-5 len: L = (the payload length + 1) * 2 + t, as a uvarint in its shortest form; t is 1 if the frame has a tail, else 0; L is at least 2
+//	   2 tag: the low 16 bits of the record's sequence number
+//	   4 crc: CRC-32C of salt (8 bytes) ‖ seq (8) ‖ len (as stored) ‖ tag ‖ W (if t is 1) ‖ payload
+//	   1 W, only if t is 1: the length of the tail in 8-byte words, 1 to 255
+//	 L/2-1 payload
+//	0..7 only if t is 1: zero padding up to the next file offset that is a multiple of 8
+//	 W*8 only if t is 1: the tail, not covered by crc
+//
+// The next frame starts right after the tail, or right after the payload
+// if t is 0: a frame without a tail takes exactly the bytes it takes in
+// format 2 (only the value of len differs). A frame with a tail takes 8
+// bytes besides its payload (when that is below 63 bytes), the padding
+// and the tail: a 9-byte payload with a tail of 6 words takes 65 to 72
+// bytes, by its offset. As in format 2 the sequence number is not stored,
+// and the first byte of len is stored last, after the rest of the frame
+// (its tail still zeros): a process killed in the middle of an Append
+// leaves a zero there, the end of data. A frame at the place due to record
+// N is valid when len is in its shortest form and at least 2, W (if t is
+// 1) is not 0, the frame (padding and tail included) fits in the file, tag
+// is N's, the checksum matches and the padding is zero, whatever its tail
+// holds.
+//
+// The tail is its owner's: the journal never checks it. AppendTail
+// appends a record with a tail of zeros and returns the tail's file offset
+// and the epoch of the current segment; Tail gives the tail back to be
+// rewritten in place, as long as the record is in the current segment.
+// Every roll (StartSnapshot's too) starts a new epoch, after which Tail
+// refuses the tails of earlier ones: a segment is never written once it
+// is full. Because a tail starts at a multiple of 8, an aligned 8-byte
+// store to it never tears: a process killed leaves each word old or new.
+// Rewrites are synced like records: the Commit after them ends their
+// batch, and the msync that makes that batch durable (the next background
+// pass with SyncInterval, the Commit with SyncAlways, Sync, Close, the
+// roll for a full segment) starts at or below the page of the lowest tail
+// rewritten. A power loss may still leave a tail rewritten since the last
+// msync old, new, or torn at a sector boundary, and a process killed
+// during a rewrite of several words leaves some old and some new:
+// recovery hands every tail to the replay (OpenTails) as the file holds
+// it, and a tail that is not whole is never damage to the journal, so its
+// owner must tell a tail written whole from one that is not (a check of
+// its own, in the tail). In a segment of format 1 or 2 (a last segment
+// recovered from an older format, appended to in its own format)
+// AppendTail appends the record without a tail and returns offset 0.
+// Snapshots have no tails.
+//
 // A segment file holds at most SegmentSize-56 (SegmentOverhead) payload
-// bytes in one record: a larger payload is ErrTooLarge. A new segment is
-// created (a roll) when the next frame does not fit in the current one.
+// bytes in one record, and 8*W+8 fewer with a tail of W words: a larger
+// payload is ErrTooLarge. A new segment is created (a roll) when the next
+// frame does not fit in the current one.
 //
 // With Options.RollAhead, the background goroutine makes the next segment
 // ahead, as above but under the name seg-next-<N>.log.tmp (N counting
@@ -163,9 +217,9 @@
 //     others in sequence order, checking each header (magic, version,
 //     size, flags, checksum, first sequence number equal to the one in the
 //     name), and each frame (length bounds, checksum, zero padding,
-//     sequence continuity; in format 2 the tag), replaying the records
-//     after the snapshot. A length word that is not plausible is damage,
-//     never an allocation.
+//     sequence continuity; in formats 2 and 3 the tag), replaying the
+//     records after the snapshot. A length word that is not plausible is
+//     damage, never an allocation.
 //  3. Damage in the last segment (a bad frame, or nonzero bytes after the
 //     last valid frame) with no valid frame after it is a torn tail: the
 //     bytes from the damage to the last nonzero byte of the segment are
@@ -189,13 +243,13 @@
 //     number fits its place: at least N, the number due at the damage, and
 //     at most N + d/16, where d is its distance in bytes from the damage,
 //     as every frame takes at least 16 bytes (for a bad header, N is the
-//     number in the file name and d is counted from offset 40). In format
-//     2 a frame may start at any byte at or after the damage, and is valid
-//     for a sequence number from N to N + d/7 (every frame takes at least 7
-//     bytes) whose low 16 bits are its tag; a bad header, whose version may
-//     be what is damaged, is followed by a valid frame of either format. A
-//     damaged salt leaves no frame to check: such a segment is unusable as
-//     a whole.
+//     number in the file name and d is counted from offset 40). In formats
+//     2 and 3 a frame may start at any byte at or after the damage, and is
+//     valid for a sequence number from N to N + d/7 (every frame takes at
+//     least 7 bytes) whose low 16 bits are its tag; a bad header, whose
+//     version may be what is damaged, is followed by a valid frame of any
+//     format. A damaged salt leaves no frame to check: such a segment is
+//     unusable as a whole.
 //  4. Damage in any earlier segment, damage in the last one followed by a
 //     valid frame (rule 3), a header that does not continue the
 //     sequence, or missing records (a gap in sequence numbers, including

@@ -16,6 +16,8 @@ const (
 	snapshotMagic = "RLDSNAP\x00"
 	formatVersion = 1 // snapshots, and segments of format 1
 	segmentV2     = 2 // segments of format 2: compact frames
+	segmentV3     = 3 // segments of format 3: compact frames, some with a tail
+	latestFormat  = segmentV3
 
 	headerSize      = 40 // segment and snapshot header
 	headerCRCOffset = 36
@@ -190,6 +192,7 @@ const (
 type frame struct {
 	seq     uint64
 	payload []byte // aliases the input
+	tail    []byte // format 3: the tail, if any (aliases the input)
 	next    int64  // offset of the next frame
 }
 
@@ -267,24 +270,37 @@ func putFrame2(b []byte, salt uint32, scratch *[frame2Scratch]byte, seq uint64, 
 	b[0] = scratch[8]
 }
 
+// frameLen reads the length word of the format-2 or format-3 frame at
+// b[off:], a uvarint of at most 5 bytes in its shortest form, and its
+// length k; frameEnd for a zero first byte or the end of b.
+func frameLen(b []byte, off int64) (l uint64, k int, st frameStatus, reason string) {
+	size := int64(len(b))
+	if off < headerSize || off > size {
+		return 0, 0, frameBad, fmt.Sprintf("frame offset %d is out of bounds", off)
+	}
+	if off == size || b[off] == 0 {
+		return 0, 0, frameEnd, ""
+	}
+	l, k = binary.Uvarint(b[off:min(off+binary.MaxVarintLen32, size)])
+	switch {
+	case k <= 0:
+		return 0, 0, frameBad, "record length is not a varint of at most 5 bytes within the file"
+	case k != uvarintLen(l):
+		return 0, 0, frameBad, fmt.Sprintf("record length word %d is not in its shortest form", l)
+	}
+	return l, k, frameOK, ""
+}
+
 // decodeFrame2 decodes the format-2 frame at b[off:], which must be record
 // seq (its number is not stored: its low 16 bits, the tag, are, and the
 // checksum covers all of it). Like decodeFrame it never reads outside b and
 // never allocates from the length.
 func decodeFrame2(b []byte, off int64, salt uint32, seq uint64, scratch *[8]byte) (frame, frameStatus, string) {
 	size := int64(len(b))
-	if off < headerSize || off > size {
-		return frame{}, frameBad, fmt.Sprintf("frame offset %d is out of bounds", off)
-	}
-	if off == size || b[off] == 0 {
-		return frame{}, frameEnd, ""
-	}
-	l, k := binary.Uvarint(b[off:min(off+binary.MaxVarintLen32, size)])
+	l, k, st, reason := frameLen(b, off)
 	switch {
-	case k <= 0:
-		return frame{}, frameBad, "record length is not a varint of at most 5 bytes within the file"
-	case k != uvarintLen(l):
-		return frame{}, frameBad, fmt.Sprintf("record length %d is not in its shortest form", l-1)
+	case st != frameOK:
+		return frame{}, st, reason
 	case size-off-int64(k)-frame2Fixed < 0 || l-1 > uint64(size-off-int64(k)-frame2Fixed):
 		return frame{}, frameBad, fmt.Sprintf("record length %d runs past the end of the file (%d bytes left)", l-1, size-off)
 	}
@@ -299,6 +315,116 @@ func decodeFrame2(b []byte, off int64, salt uint32, seq uint64, scratch *[8]byte
 		return frame{}, frameBad, fmt.Sprintf("record checksum %#08x, want %#08x", got, want)
 	}
 	return frame{seq: seq, payload: b[p:end], next: end}, frameOK, ""
+}
+
+// Format 3 frames: a format-2 frame whose length word also says whether a
+// tail follows the payload (see doc.go). maxTailWords bounds a tail.
+const maxTailWords = 255
+
+// frame3Size is the size of the format-3 frame at offset off of a payload
+// of n bytes with a tail of words 8-byte words (0: no tail). A tail starts
+// at a multiple of 8 in the file, so the size depends on off.
+func frame3Size(off int64, n, words int) int64 {
+	l := uint64(n+1) << 1
+	if words == 0 {
+		return int64(uvarintLen(l) + frame2Fixed + n)
+	}
+	end := off + int64(uvarintLen(l|1)+frame2Fixed+1+n)
+	return align8(end) + int64(words)*8 - off
+}
+
+// putFrame3 writes the format-3 frame of record seq into b, which is zero
+// beyond it and starts at a file offset such that b's tail (words 8-byte
+// words, 0 for none) starts at len(b)-8*words, a multiple of 8. As in
+// putFrame2, the first byte of the length goes last. The tail stays zero
+// (the segment's bytes): its owner writes it.
+func putFrame3(b []byte, salt uint32, scratch *[frame2Scratch]byte, seq uint64, payload []byte, words int) {
+	le.PutUint64(scratch[0:], seq)
+	l := uint64(len(payload)+1) << 1
+	if words > 0 {
+		l |= 1
+	}
+	k := binary.PutUvarint(scratch[8:], l)
+	le.PutUint16(scratch[8+k:], uint16(seq))
+	h := 10 + k // the checksum's input before the payload
+	if words > 0 {
+		scratch[h] = byte(words)
+		h++
+	}
+	copy(b[1:], scratch[9:10+k]) // the rest of the length, and the tag
+	p := k + frame2Fixed         // where the payload (or the word count) goes
+	if words > 0 {
+		b[p] = byte(words)
+		p++
+	}
+	copy(b[p:], payload)
+	var crc uint32
+	if n := h + len(payload); n <= len(scratch) {
+		copy(scratch[h:], payload)
+		crc = crc32.Update(salt, castagnoli, scratch[:n])
+	} else {
+		crc = crc32.Update(crc32.Update(salt, castagnoli, scratch[:h]), castagnoli, payload)
+	}
+	le.PutUint32(b[k+2:], crc)
+	b[0] = scratch[8]
+}
+
+// decodeFrame3 is decodeFrame2 for a format-3 frame, whose tail (if any)
+// it returns unchecked: its bytes are its owner's to check.
+func decodeFrame3(b []byte, off int64, salt uint32, seq uint64, scratch *[8]byte) (frame, frameStatus, string) {
+	size := int64(len(b))
+	l, k, st, reason := frameLen(b, off)
+	switch {
+	case st != frameOK:
+		return frame{}, st, reason
+	case l < 2:
+		return frame{}, frameBad, fmt.Sprintf("record length word %d names no length", l)
+	}
+	n, tailed := l>>1-1, l&1 == 1
+	p := off + int64(k) + frame2Fixed // the payload, or the tail's word count
+	if p > size {
+		return frame{}, frameBad, fmt.Sprintf("record header runs past the end of the file (%d bytes left)", size-off)
+	}
+	words := int64(0)
+	if tailed {
+		if p >= size {
+			return frame{}, frameBad, "record tail length runs past the end of the file"
+		}
+		if words = int64(b[p]); words == 0 {
+			return frame{}, frameBad, "record tail length is 0 words"
+		}
+		p++
+	}
+	if n > uint64(size-p) {
+		return frame{}, frameBad, fmt.Sprintf("record length %d runs past the end of the file (%d bytes left)", n, size-off)
+	}
+	end := p + int64(n)
+	next := end
+	if tailed {
+		next = align8(end) + 8*words
+		if next > size {
+			return frame{}, frameBad, fmt.Sprintf("record tail of %d words runs past the end of the file", words)
+		}
+	}
+	if tag := le.Uint16(b[off+int64(k):]); tag != uint16(seq) {
+		return frame{}, frameBad, fmt.Sprintf("record tag %#04x, want %#04x (sequence number %d)", tag, uint16(seq), seq)
+	}
+	le.PutUint64(scratch[:], seq)
+	crc := crc32.Update(crc32.Update(salt, castagnoli, scratch[:]), castagnoli, b[off:off+int64(k)+2])
+	if tailed {
+		crc = crc32.Update(crc, castagnoli, b[p-1:p])
+	}
+	if got, want := le.Uint32(b[off+int64(k)+2:]), crc32.Update(crc, castagnoli, b[p:end]); got != want {
+		return frame{}, frameBad, fmt.Sprintf("record checksum %#08x, want %#08x", got, want)
+	}
+	fr := frame{seq: seq, payload: b[p:end], next: next}
+	if tailed {
+		if !allZero(b[end:align8(end)]) {
+			return frame{}, frameBad, "nonzero padding before the record's tail"
+		}
+		fr.tail = b[align8(end):next:next]
+	}
+	return fr, frameOK, ""
 }
 
 // allZero reports whether every byte of b is zero.

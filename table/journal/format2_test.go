@@ -86,7 +86,7 @@ func TestFrameSizeV2(t *testing.T) {
 }
 
 // TestUnknownSegmentVersion: a whole segment header of a format this build
-// does not read (3) fails Open with ErrFormat naming the file, changing
+// does not read (4) fails Open with ErrFormat naming the file, changing
 // nothing, even as the last segment (never read as a torn tail).
 func TestUnknownSegmentVersion(t *testing.T) {
 	t.Parallel()
@@ -96,14 +96,14 @@ func TestUnknownSegmentVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putHeaderVersion(img, segmentMagic, 3, 1, le.Uint64(img[24:]))
+	putHeaderVersion(img, segmentMagic, latestFormat+1, 1, le.Uint64(img[24:]))
 	dir, path := withSegment(t, img)
 	for _, repair := range []bool{false, true} {
 		opts := testOptions(SyncNone)
 		opts.Repair = repair
 		_, _, _, err := openCollect(t, dir, opts)
-		if !errors.Is(err, ErrFormat) || !bytes.Contains([]byte(err.Error()), []byte(path)) || !bytes.Contains([]byte(err.Error()), []byte("version 3")) {
-			t.Fatalf("Open (repair %v): got %v, want ErrFormat naming %s and version 3", repair, err, path)
+		if !errors.Is(err, ErrFormat) || !bytes.Contains([]byte(err.Error()), []byte(path)) || !bytes.Contains([]byte(err.Error()), []byte("version 4")) {
+			t.Fatalf("Open (repair %v): got %v, want ErrFormat naming %s and version 4", repair, err, path)
 		}
 		if b, _ := os.ReadFile(path); !bytes.Equal(b, img) || !slices.Equal(names(t, dir), []string{segmentName(1)}) {
 			t.Fatalf("a refused Open changed the directory: %v", names(t, dir))
@@ -113,9 +113,9 @@ func TestUnknownSegmentVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := testOptions(SyncNone)
-	bad.SegmentFormat = 3
+	bad.SegmentFormat = latestFormat + 1
 	if _, _, err := Open(t.TempDir(), bad, nil); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatalf("Open with SegmentFormat 3: got %v, want ErrInvalidOptions", err)
+		t.Fatalf("Open with SegmentFormat 4: got %v, want ErrInvalidOptions", err)
 	}
 }
 

@@ -32,7 +32,9 @@ type Journal struct {
 	seq      uint64              // last record appended or recovered
 	closed   bool                // written under mu, so SnapshotWriter.Commit can read it
 	scratch  [12]byte            // frameCRC input, kept here so Append does not allocate
-	scratch2 [frame2Scratch]byte // putFrame2's
+	scratch2 [frame2Scratch]byte // putFrame2's and putFrame3's
+	epoch    uint64              // see Epoch; from 1
+	rewLow   int64               // the lowest offset in cur Tail returned since the last Commit; noLow if none
 
 	// closedBytes is the Size share of the segments before cur.
 	closedBytes atomic.Int64
@@ -51,6 +53,11 @@ type Journal struct {
 	// pub is the write offset in cur Commit published last, for the
 	// background goroutine: SyncInterval, and SyncNone with RollAhead.
 	pub atomic.Int64
+	// low is the lowest offset in cur of a tail rewritten in a batch a
+	// Commit ended, that no msync has covered since (noLow if none): the
+	// owner lowers it at Commit, an msync from below it takes it (see
+	// takeLowLocked).
+	low atomic.Int64
 
 	// Background sync errors, see noteSync and takeSyncErr. pending is
 	// syncErr != nil, set and cleared under errMu, so that a Commit with no
@@ -110,13 +117,19 @@ type segment struct {
 	first uint64    // sequence number of its first record
 	salt  uint32    // saltCRC of its header salt
 	raw   uint64    // its header salt as stored
-	v2    bool      // of format 2
+	ver   uint32    // its format: formatVersion, segmentV2 or segmentV3
 }
 
-// frameSize is the size of the frame of a payload of n bytes in s (format 1
-// if s is nil).
-func (s *segment) frameSize(n int) int64 {
-	if s != nil && s.v2 {
+// frameSize is the size of the frame at offset off of a payload of n bytes
+// with a tail of words 8-byte words (format 3 only) in s (format 1 if s is
+// nil).
+func (s *segment) frameSize(off int64, n, words int) int64 {
+	switch {
+	case s == nil:
+		return frameSize(n)
+	case s.ver == segmentV3:
+		return frame3Size(off, n, words)
+	case s.ver == segmentV2:
 		return frame2Size(n)
 	}
 	return frameSize(n)
@@ -180,7 +193,7 @@ func makeSegment(c *config, tmp string, first uint64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &segment{name: filepath.Base(tmp), path: tmp, f: f, first: first, v2: c.format == segmentV2}
+	s := &segment{name: filepath.Base(tmp), path: tmp, f: f, first: first, ver: c.format}
 	fail := func(what string, err error) (*segment, error) {
 		_ = s.close()
 		_ = os.Remove(tmp)
@@ -215,30 +228,101 @@ func makeSegment(c *config, tmp string, first uint64) (*segment, error) {
 // segment gives ErrTooLarge. Append does not allocate, and does not sync:
 // Commit ends a batch.
 func (j *Journal) Append(payload []byte) error {
-	if j.closed {
-		return ErrClosed
+	_, err := j.appendTail(payload, 0)
+	return err
+}
+
+// AppendTail is Append for a record followed by a tail of words 8-byte
+// words (1 to 255), zeros at first, that the caller may then rewrite in
+// place (Tail) as long as the record is in the current segment: what a
+// record says of a thing that changes often (a counter), so that a change
+// costs a few stores instead of a record. The tail starts at a multiple of
+// 8 in the file, so that an aligned 8-byte store to it never tears (a
+// process killed leaves a word old or new); it is not covered by the
+// record's checksum, so recovery hands it to the replay as the file holds
+// it, and the caller's replay must be able to tell a tail written whole
+// from one cut by a crash (a check of its own; see table's tail slots).
+// Rewrites are synced like records: by the next background msync after
+// the Commit that ends their batch (SyncInterval), by that Commit
+// (SyncAlways), by Sync. It returns the epoch and position that Tail
+// takes. In a segment of format 1 or 2 (the last one recovered, if
+// Options.SegmentFormat was lower when it was made) the record is
+// appended without a tail, and pos is 0.
+func (j *Journal) AppendTail(payload []byte, words int) (epoch uint64, pos uint32, err error) {
+	if words < 1 || words > maxTailWords {
+		return 0, 0, fmt.Errorf("%w: a tail of %d words (1 to %d)", ErrInvalidOptions, words, maxTailWords)
 	}
-	if len(payload) > j.maxPayload {
-		return fmt.Errorf("%w: a %d-byte payload (at most %d fit in a %d-byte segment)",
+	pos, err = j.appendTail(payload, words)
+	return j.epoch, pos, err
+}
+
+// appendTail is Append, with a tail of words words if words > 0 and the
+// current segment is of format 3; it returns the tail's offset, or 0.
+func (j *Journal) appendTail(payload []byte, words int) (uint32, error) {
+	if j.closed {
+		return 0, ErrClosed
+	}
+	// A tail takes its words and at most 8 bytes more (its word count and
+	// padding) than a frame without one.
+	if extra := 8*words + 8*min(words, 1); len(payload)+extra > j.maxPayload {
+		return 0, fmt.Errorf("%w: a %d-byte payload (at most %d fit in a %d-byte segment)",
 			ErrTooLarge, len(payload), j.maxPayload, j.c.segmentSize)
 	}
-	size := j.cur.frameSize(len(payload))
+	want := words
+	if j.cur != nil && j.cur.ver != segmentV3 {
+		words = 0
+	}
+	size := j.cur.frameSize(j.off, len(payload), words)
 	if j.cur == nil || j.off+size > int64(len(j.cur.m)) {
 		if err := j.roll(); err != nil {
-			return err
+			return 0, err
 		}
-		size = j.cur.frameSize(len(payload))
+		if words = want; j.cur.ver != segmentV3 {
+			words = 0
+		}
+		size = j.cur.frameSize(j.off, len(payload), words)
 	}
 	// Beyond j.off a segment is all zeros: the padding is in place.
-	if j.cur.v2 {
-		putFrame2(j.cur.m[j.off:j.off+size], j.cur.salt, &j.scratch2, j.seq+1, payload)
-	} else {
-		putFrame(j.cur.m[j.off:j.off+size], j.cur.salt, &j.scratch, j.seq+1, payload)
+	b := j.cur.m[j.off : j.off+size]
+	switch j.cur.ver {
+	case segmentV3:
+		putFrame3(b, j.cur.salt, &j.scratch2, j.seq+1, payload, words)
+	case segmentV2:
+		putFrame2(b, j.cur.salt, &j.scratch2, j.seq+1, payload)
+	default:
+		putFrame(b, j.cur.salt, &j.scratch, j.seq+1, payload)
 	}
 	j.off += size
 	j.seq++
-	return nil
+	if words == 0 {
+		return 0, nil
+	}
+	return uint32(j.off - 8*int64(words)), nil
 }
+
+// Tail returns the tail of words words at pos that AppendTail made in
+// epoch, for the caller to rewrite in place, or nil if it can no longer be
+// rewritten: the journal rolled to a new segment since (Epoch changed), or
+// is closed, or pos and words name no tail the current segment can hold.
+// The rewrite is part of the batch the next Commit ends. Tail does not
+// allocate; it is for the owner goroutine, like Append.
+func (j *Journal) Tail(epoch uint64, pos uint32, words int) []byte {
+	p, end := int64(pos), int64(pos)+8*int64(words)
+	if epoch != j.epoch || j.closed || p < headerSize || p%8 != 0 || words < 1 || words > maxTailWords || end > j.off {
+		return nil
+	}
+	j.rewLow = min(j.rewLow, p)
+	return j.cur.m[p:end:end]
+}
+
+// Epoch counts the segments this Journal has written to: it changes at
+// every roll (StartSnapshot's included), after which no earlier tail can
+// be rewritten.
+func (j *Journal) Epoch() uint64 { return j.epoch }
+
+// noLow is the value of Journal.rewLow and Journal.low when no tail was
+// rewritten.
+const noLow = int64(1<<63 - 1)
 
 // putFrame writes the frame of a record into b, which is zero beyond the
 // payload. The length word goes last: until it is stored the frame reads as
@@ -270,7 +354,10 @@ func (j *Journal) roll() error {
 	j.syncMu.Lock()
 	j.cur, j.off, j.synced = seg, headerSize, headerSize
 	j.pub.Store(headerSize)
+	j.low.Store(noLow) // old's rewrites: msynced above, or never (SyncNone)
 	j.syncMu.Unlock()
+	j.rewLow = noLow
+	j.epoch++
 	j.closeOut(old, oldOff, seg)
 	if old == nil {
 		j.poke() // RollAhead: make the next one ahead
@@ -311,11 +398,13 @@ func (j *Journal) rollAhead() error {
 	}
 	old, oldOff := j.cur, j.off
 	j.syncMu.Lock()
+	j.takeLowLocked(true) // old's rewrites are msynced with it
 	j.retiring = append(j.retiring, retired{seg: old, end: oldOff, synced: j.synced})
 	j.cur, j.off, j.synced = seg, headerSize, synced
 	j.dirDirty = j.dirDirty || synced == 0 && j.c.sync != SyncNone
 	j.pub.Store(headerSize)
 	j.syncMu.Unlock()
+	j.epoch++
 	j.closeOut(old, oldOff, seg)
 	j.poke()
 	return nil
@@ -359,13 +448,44 @@ func (j *Journal) Commit() error {
 	case SyncAlways:
 		return j.syncNow()
 	case SyncInterval:
-		j.pub.Store(j.off)
+		if j.rewLow != noLow {
+			// A store, not a compare and swap: the background may take
+			// low between the load and the store; storing it again costs
+			// that pass's msync of a page twice at worst. The store
+			// orders the tail's rewrites before it, for the pass that
+			// takes it.
+			j.low.Store(min(j.low.Load(), j.rewLow))
+			j.rewLow = noLow
+		}
+		j.publish()
 		return j.takeSyncErr()
 	}
 	if j.c.rollAhead {
-		j.pub.Store(j.off) // SyncNone: for releaseWritten and fillAhead
+		j.publish() // SyncNone: for releaseWritten and fillAhead
 	}
 	return nil
+}
+
+// publish stores the write offset in pub, unless pub holds it already (a
+// batch that only rewrote tails): the store is a locked instruction, the
+// load is not.
+func (j *Journal) publish() {
+	if j.pub.Load() != j.off {
+		j.pub.Store(j.off)
+	}
+}
+
+// takeLowLocked lowers j.synced to the lowest tail rewritten since the
+// last msync, so that the next msync of cur covers it, and forgets it: the
+// one Commit published (low), and, if owner (the call is on the owner
+// goroutine), those of the batch under way (rewLow). syncMu is held.
+func (j *Journal) takeLowLocked(owner bool) {
+	low := j.low.Swap(noLow)
+	if owner {
+		low = min(low, j.rewLow)
+		j.rewLow = noLow
+	}
+	j.synced = min(j.synced, low)
 }
 
 // Sync msyncs everything appended so far, now, whatever the SyncMode. It
@@ -381,6 +501,7 @@ func (j *Journal) Sync() error {
 // the owner goroutine.
 func (j *Journal) syncNow() error {
 	j.syncMu.Lock()
+	j.takeLowLocked(true)
 	err := j.syncAllLocked(j.off)
 	retiring := len(j.retiring) > 0
 	j.syncMu.Unlock()
@@ -425,7 +546,8 @@ func (j *Journal) syncToLocked(seg *segment, end int64) error {
 	}
 	from := j.synced &^ (j.pageSize - 1) // msync wants a page-aligned start
 	// The pages before end's are written for good: Append writes from
-	// j.off on, never before end.
+	// j.off on, never before end. (A tail rewritten there after the
+	// release faults its page back in: the page cache keeps it.)
 	release(seg.m[from : end&^(j.pageSize-1)])
 	if err := j.c.msync(seg.m[from:end]); err != nil {
 		return fmt.Errorf("journal: msync %s bytes [%d, %d): %w", seg.path, from, end, err)
@@ -575,6 +697,7 @@ func (j *Journal) fill(b []byte) bool {
 func (j *Journal) backgroundSync() {
 	j.syncMu.Lock()
 	end := j.pub.Load()
+	j.takeLowLocked(false)
 	if j.cur == nil || end <= j.synced && !j.dirDirty && !j.unsyncedRetiredLocked() {
 		j.syncMu.Unlock()
 		return

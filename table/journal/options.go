@@ -108,8 +108,9 @@ type Options struct {
 	RollAhead bool
 	// SegmentFormat is the format of the segments this journal creates: 1
 	// (zero means 1), whose frames take 16 bytes and an alignment to 8 besides
-	// their payload, or 2, whose frames take 7 to 11 (doc.go specifies
-	// both). Open reads segments of either format, whatever this says, and
+	// their payload, 2, whose frames take 7 to 11, or 3, frames of 7 to 11
+	// bytes that may carry a tail (AppendTail; doc.go specifies all
+	// three). Open reads segments of every format, whatever this says, and
 	// appends to the last one in its own format.
 	SegmentFormat int
 	// Logger receives what Open finds and does (progress every second of a
@@ -183,10 +184,10 @@ func (o Options) config() (config, error) {
 	switch o.SegmentFormat {
 	case 0, formatVersion:
 		c.format = formatVersion
-	case segmentV2:
-		c.format = segmentV2
+	case segmentV2, segmentV3:
+		c.format = uint32(o.SegmentFormat)
 	default:
-		return c, fmt.Errorf("%w: SegmentFormat %d (valid: 1, 2)", ErrInvalidOptions, o.SegmentFormat)
+		return c, fmt.Errorf("%w: SegmentFormat %d (valid: 1, 2, 3)", ErrInvalidOptions, o.SegmentFormat)
 	}
 	if c.interval == 0 {
 		c.interval = DefaultSyncInterval

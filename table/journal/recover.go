@@ -45,13 +45,26 @@ type Recovery struct {
 //
 // The Journal returned is ready to Append after the last valid record.
 func Open(dir string, opts Options, replay func(payload []byte) error) (*Journal, Recovery, error) {
+	if replay == nil {
+		return OpenTails(dir, opts, nil)
+	}
+	return OpenTails(dir, opts, func(payload, _ []byte) error { return replay(payload) })
+}
+
+// OpenTails is Open for a journal whose records may carry tails
+// (AppendTail): replay gets each record's tail as it is in the file, or
+// nil if it has none (every record of a snapshot, and of a segment of
+// format 1 or 2). A tail is not covered by its record's checksum: replay
+// must check it (see AppendTail). The tail, like the payload, is only
+// valid during the call.
+func OpenTails(dir string, opts Options, replay func(payload, tail []byte) error) (*Journal, Recovery, error) {
 	start := time.Now()
 	c, err := opts.config()
 	if err != nil {
 		return nil, Recovery{}, err
 	}
 	if replay == nil {
-		replay = func([]byte) error { return nil }
+		replay = func(_, _ []byte) error { return nil }
 	}
 	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return nil, Recovery{}, fmt.Errorf("journal: open: %w", err)
@@ -102,7 +115,7 @@ type scanned struct {
 type recoverer struct {
 	dir     string
 	c       config
-	replay  func([]byte) error
+	replay  func(payload, tail []byte) error
 	rec     Recovery
 	lastLog time.Time
 
@@ -209,7 +222,7 @@ func (r *recoverer) loadSnapshot() error {
 		}
 		r.rec.Snapshot, r.snapSeq = e.name, e.seq
 		err = s.each(func(p []byte) error {
-			if err := r.replay(p); err != nil {
+			if err := r.replay(p, nil); err != nil {
 				return err
 			}
 			r.rec.SnapshotRecords++
@@ -252,13 +265,13 @@ func (r *recoverer) openSegment(e dirFile) (*scanned, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("journal: open: mmap %s: %w", path, err)
 	}
-	if v, ok := unknownVersion(s.m, segmentMagic, segmentV2); ok {
-		return nil, "", fmt.Errorf("%w: %s is a segment of format version %d; this build reads versions %d and %d (a later release wrote it)",
-			ErrFormat, path, v, formatVersion, segmentV2)
+	if v, ok := unknownVersion(s.m, segmentMagic, latestFormat); ok {
+		return nil, "", fmt.Errorf("%w: %s is a segment of format version %d; this build reads versions %d to %d (a later release wrote it)",
+			ErrFormat, path, v, formatVersion, latestFormat)
 	}
-	first, salt, reason := parseHeaderVersion(s.m, segmentMagic, segmentV2)
+	first, salt, reason := parseHeaderVersion(s.m, segmentMagic, latestFormat)
 	if reason == "" {
-		s.v2 = version(s.m) == segmentV2
+		s.ver = version(s.m)
 	}
 	if reason == "" && first != e.seq {
 		reason = fmt.Sprintf("header says first sequence number %d, the file name %d", first, e.seq)
@@ -329,7 +342,7 @@ func (r *recoverer) scanSegments() error {
 // torn tail, unless a valid record follows the damage (then it is
 // mid-journal damage, and records acknowledged after it would be lost).
 func (r *recoverer) damagedTail(t *scanned) error {
-	off, seq, ok := validAfterIn(t.v2, t.m, t.end, t.dataEnd, t.last+1, t.salt)
+	off, seq, ok := validAfterIn(t.ver, t.m, t.end, t.dataEnd, t.last+1, t.salt)
 	if !ok {
 		return nil
 	}
@@ -370,18 +383,24 @@ func validAfter(b []byte, base, to int64, next uint64, salt uint32) (int64, uint
 	return 0, 0, false
 }
 
-// validAfterIn is validAfter for a segment of format 2 (v2) or 1.
-func validAfterIn(v2 bool, b []byte, base, to int64, next uint64, salt uint32) (int64, uint64, bool) {
-	if v2 {
-		return validAfter2(b, base, to, next, salt)
+// validAfterIn is validAfter for a segment of format ver.
+func validAfterIn(ver uint32, b []byte, base, to int64, next uint64, salt uint32) (int64, uint64, bool) {
+	switch ver {
+	case segmentV2, segmentV3:
+		return validAfter2(ver, b, base, to, next, salt)
 	}
 	return validAfter(b, base, to, next, salt)
 }
 
-// validAfter2 is validAfter for format-2 frames, which may start at any
-// byte and take at least minFrame2 bytes; of the sequence numbers that fit
-// a place, only those whose low 16 bits match the frame's tag are tried.
-func validAfter2(b []byte, base, to int64, next uint64, salt uint32) (int64, uint64, bool) {
+// validAfter2 is validAfter for frames of format ver, 2 or 3, which may
+// start at any byte and take at least minFrame2 bytes; of the sequence
+// numbers that fit a place, only those whose low 16 bits match the frame's
+// tag are tried.
+func validAfter2(ver uint32, b []byte, base, to int64, next uint64, salt uint32) (int64, uint64, bool) {
+	decode := decodeFrame2
+	if ver == segmentV3 {
+		decode = decodeFrame3
+	}
 	size := int64(len(b))
 	var scratch [8]byte
 	for off := max(base, headerSize); off < to && off+minFrame2 <= size; off++ {
@@ -389,13 +408,17 @@ func validAfter2(b []byte, base, to int64, next uint64, salt uint32) (int64, uin
 			continue
 		}
 		l, k := binary.Uvarint(b[off:min(off+binary.MaxVarintLen32, size)])
-		if k <= 0 || k != uvarintLen(l) || size-off-int64(k)-frame2Fixed < 0 || l-1 > uint64(size-off-int64(k)-frame2Fixed) {
+		n := l - 1 // the payload length (at least: a format-3 tail comes on top)
+		if ver == segmentV3 {
+			n = l>>1 - 1
+		}
+		if k <= 0 || k != uvarintLen(l) || l == 0 || size-off-int64(k)-frame2Fixed < 0 || n > uint64(size-off-int64(k)-frame2Fixed) {
 			continue
 		}
 		tag := le.Uint16(b[off+int64(k):])
 		hi := next + uint64(off-base)/minFrame2
 		for seq := next + uint64(tag-uint16(next)); seq <= hi; seq += 1 << 16 {
-			if _, st, _ := decodeFrame2(b, off, salt, seq, &scratch); st == frameOK {
+			if _, st, _ := decode(b, off, salt, seq, &scratch); st == frameOK {
 				return off, seq, true
 			}
 		}
@@ -412,9 +435,12 @@ func (r *recoverer) scan(s *scanned) error {
 		var fr frame
 		var st frameStatus
 		var reason string
-		if s.v2 {
+		switch s.ver {
+		case segmentV3:
+			fr, st, reason = decodeFrame3(s.m, off, s.salt, next, &scratch)
+		case segmentV2:
 			fr, st, reason = decodeFrame2(s.m, off, s.salt, next, &scratch)
-		} else {
+		default:
 			fr, st, reason = decodeFrame(s.m, off, s.salt)
 		}
 		if st == frameEnd {
@@ -429,7 +455,7 @@ func (r *recoverer) scan(s *scanned) error {
 			break
 		}
 		if fr.seq > r.snapSeq {
-			if err := r.replay(fr.payload); err != nil {
+			if err := r.replay(fr.payload, fr.tail); err != nil {
 				return fmt.Errorf("journal: replay %s record at offset %d (seq %d): %w", s.path, off, fr.seq, err)
 			}
 			r.rec.SegmentRecords++
@@ -460,10 +486,12 @@ func (r *recoverer) damaged(i int, s, prev *scanned, bad string, gap bool, expec
 		var off int64
 		var seq uint64
 		if s.m != nil && int64(len(s.m)) >= headerSize {
-			// The version may be what is damaged: frames of either format count.
+			// The version may be what is damaged: frames of any format count.
 			salt, to := saltCRC(le.Uint64(s.m[24:])), dataEnd(s.m, headerSize)
-			if off, seq, valid = validAfter(s.m, headerSize, to, r.segs[i].seq, salt); !valid {
-				off, seq, valid = validAfter2(s.m, headerSize, to, r.segs[i].seq, salt)
+			for _, v := range []uint32{formatVersion, segmentV2, segmentV3} {
+				if off, seq, valid = validAfterIn(v, s.m, headerSize, to, r.segs[i].seq, salt); valid {
+					break
+				}
 			}
 		}
 		if !valid {
@@ -696,7 +724,10 @@ func (r *recoverer) journal() (*Journal, error) {
 		pageSize:   int64(os.Getpagesize()),
 		maxPayload: r.c.maxPayload(),
 		seq:        r.snapSeq,
+		epoch:      1,
+		rewLow:     noLow,
 	}
+	j.low.Store(noLow)
 	r.rec.Segments = len(r.retained)
 	if t := r.tail; t != nil {
 		j.seq = max(j.seq, t.last)

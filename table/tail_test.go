@@ -1,0 +1,354 @@
+package table
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// memLog is a TailLog in memory, as a journal of format 3 behaves: records
+// in order, each with its tail (nil if none), a tail rewritable until the
+// epoch changes.
+type memLog struct {
+	recs   [][]byte
+	tails  [][]byte // by record; nil: none
+	epoch  uint64
+	from   int // the first record of the current epoch
+	noTail bool
+	fail   error // returned by the next append, once
+}
+
+func newMemLog() *memLog { return &memLog{epoch: 1} }
+
+func (l *memLog) append(rec []byte, words int) (uint32, error) {
+	if err := l.fail; err != nil {
+		l.fail = nil
+		return 0, err
+	}
+	l.recs = append(l.recs, bytes.Clone(rec))
+	if words == 0 || l.noTail {
+		l.tails = append(l.tails, nil)
+		return 0, nil
+	}
+	l.tails = append(l.tails, make([]byte, 8*words))
+	return 8 * uint32(len(l.recs)), nil // 8 times the record's number, from 1: a position, a multiple of 8
+}
+
+func (l *memLog) Append(rec []byte) error { _, err := l.append(rec, 0); return err }
+
+func (l *memLog) AppendTail(rec []byte, words int) (uint64, uint32, error) {
+	pos, err := l.append(rec, words)
+	return l.epoch, pos, err
+}
+
+func (l *memLog) Tail(epoch uint64, pos uint32, words int) []byte {
+	i := int(pos/8) - 1
+	if pos%8 != 0 || epoch != l.epoch || i < l.from || i >= len(l.tails) || len(l.tails[i]) != 8*words {
+		return nil
+	}
+	return l.tails[i]
+}
+
+func (l *memLog) Epoch() uint64 { return l.epoch }
+
+// roll starts a new epoch, as a journal's roll to a new segment.
+func (l *memLog) roll() { l.epoch, l.from = l.epoch+1, len(l.recs) }
+
+// replay restores every record with its tail into a new table.
+func (l *memLog) replay(t *testing.T, now time.Time) *Table {
+	t.Helper()
+	tb := New(Config{})
+	for i, rec := range l.recs {
+		if err := tb.RestoreTail(rec, l.tails[i], now); err != nil {
+			t.Fatalf("restore record %d (%x, tail %x): %v", i, rec, l.tails[i], err)
+		}
+	}
+	tb.RestoreDone()
+	return tb
+}
+
+func changesTo(t *testing.T, tb *Table, l *memLog) {
+	t.Helper()
+	if err := tb.ChangesTo(l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestChangesToTails: a bucket's first batch appends its put with a tail;
+// each later batch of that bucket alone rewrites the tail and appends
+// nothing; a replay of the records with their tails gives every bucket's
+// state exactly (count, aux, stamps), for every algorithm.
+func TestChangesToTails(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, LeakyBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			tb := New(Config{TrackChanges: true})
+			l := newMemLog()
+			r := Request{ID: "u", Policy: Policy{Scale: 10 * time.Second, Limit: 1000, Algorithm: alg}, Hits: 1}
+			ms := int64(0)
+			for i := range 300 {
+				ms += 7
+				r.ID = fmt.Sprint("u", i%3)
+				tb.Apply(r, at(ms))
+				changesTo(t, tb, l)
+				if i < 3 && len(l.recs) != i+1 || i >= 3 && len(l.recs) != 3 {
+					t.Fatalf("after %d single-bucket batches: %d records, want %d", i+1, len(l.recs), min(i+1, 3))
+				}
+			}
+			for i, tail := range l.tails {
+				if tail == nil {
+					t.Fatalf("record %d has no tail", i)
+				}
+			}
+			got, want := snapshotOf(l.replay(t, at(ms)), at(ms)), snapshotOf(tb, at(ms))
+			if !slices.Equal(got, want) {
+				t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
+			}
+		})
+	}
+}
+
+// TestChangesToEpoch: after the journal's epoch changes (a roll), a
+// bucket's next batch appends a count entry with a new tail, then
+// rewrites that one; the old tail keeps the state it had at the roll, and
+// the replay is exact. Without tails (a segment of an older format, pos
+// 0) every batch is a record.
+func TestChangesToEpoch(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	l := newMemLog()
+	r := Request{ID: "e", Policy: Policy{Scale: time.Minute, Limit: 100}, Hits: 1}
+	for i := range 5 {
+		tb.Apply(r, at(int64(i)))
+		changesTo(t, tb, l)
+	}
+	l.roll()
+	for i := range 5 {
+		tb.Apply(r, at(int64(10+i)))
+		changesTo(t, tb, l)
+	}
+	if len(l.recs) != 2 {
+		t.Fatalf("%d records, want 2 (the put, a count after the roll)", len(l.recs))
+	}
+	ds := decodeAll(t, l.recs[1])
+	if len(ds) != 1 || ds[0].kind != entryCount || ds[0].slot.count != 6 {
+		t.Fatalf("the record after the roll: %+v, want a count entry of 6", ds)
+	}
+	if s, err := newestSlot(l.tails[0]); err != nil || s < 0 || tailSlotAt(l.tails[0], s).count != 5 {
+		t.Fatalf("the first tail: newest slot %d (%v), want one holding 5", s, err)
+	}
+	if got, want := snapshotOf(l.replay(t, at(20)), at(20)), snapshotOf(tb, at(20)); !slices.Equal(got, want) {
+		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
+	}
+	l.roll()
+	l.noTail = true
+	for i := range 3 {
+		tb.Apply(r, at(int64(30+i)))
+		changesTo(t, tb, l)
+	}
+	if len(l.recs) != 5 {
+		t.Fatalf("%d records, want 5 (one per batch without tails)", len(l.recs))
+	}
+	if got, want := snapshotOf(l.replay(t, at(40)), at(40)), snapshotOf(tb, at(40)); !slices.Equal(got, want) {
+		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestChangesToBatches: a batch of several buckets rewrites the tails of
+// those that have one and writes the others in one record without a tail,
+// which is their latest from then on (their next single batch writes a
+// record with a tail again); deletions and window moves drop a home.
+func TestChangesToBatches(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	l := newMemLog()
+	p := Policy{Scale: time.Second, Limit: 100}
+	a, b, c := Request{ID: "a", Policy: p, Hits: 1}, Request{ID: "b", Policy: p, Hits: 1}, Request{ID: "c", Policy: p, Hits: 1}
+	tb.Apply(a, at(1))
+	changesTo(t, tb, l) // a: put with a tail
+	tb.Apply(a, at(2))
+	tb.Apply(b, at(2))
+	tb.Apply(c, at(2))
+	changesTo(t, tb, l) // a rewritten; b and c in one record
+	if len(l.recs) != 2 || l.tails[1] != nil {
+		t.Fatalf("%d records (tail of the second %x), want 2, the second without a tail", len(l.recs), l.tails[1])
+	}
+	if ds := decodeAll(t, l.recs[1]); len(ds) != 2 || ds[0].slot.id != "b" || ds[1].slot.id != "c" {
+		t.Fatalf("the batch's record: %+v, want puts of b and c", ds)
+	}
+	tb.Apply(b, at(3))
+	changesTo(t, tb, l) // b: a count with a tail
+	tb.Apply(b, at(4))
+	changesTo(t, tb, l) // rewritten
+	if len(l.recs) != 3 || l.tails[2] == nil {
+		t.Fatalf("%d records, want 3, the last with a tail", len(l.recs))
+	}
+	if n := tb.Reset(b, at(5)); n != 1 {
+		t.Fatalf("Reset: %d, want 1", n)
+	}
+	tb.Apply(b, at(5))
+	changesTo(t, tb, l) // the drop and a new put, no tail: two entries
+	tb.Apply(b, at(6))
+	changesTo(t, tb, l) // b's new put has no home: a count with a tail
+	if len(l.recs) != 5 || l.tails[3] != nil || l.tails[4] == nil {
+		t.Fatalf("%d records, want 5: the reset's without a tail, then one with", len(l.recs))
+	}
+	tb.Apply(a, at(1500)) // the next window: a new bucket
+	changesTo(t, tb, l)
+	tb.Apply(a, at(1501))
+	changesTo(t, tb, l)
+	if len(l.recs) != 6 {
+		t.Fatalf("%d records, want 6 (a's bucket of the next window: a put with a tail, rewritten)", len(l.recs))
+	}
+	if got, want := snapshotOf(l.replay(t, at(1501)), at(1501)), snapshotOf(tb, at(1501)); !slices.Equal(got, want) {
+		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestChangesToFailure: an append that fails leaves the change for the
+// next call, which writes it; a rewrite cannot fail.
+func TestChangesToFailure(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	l := newMemLog()
+	r := Request{ID: "f", Policy: Policy{Scale: time.Minute, Limit: 100}, Hits: 1}
+	tb.Apply(r, at(1))
+	l.fail = errors.New("disk full")
+	if err := tb.ChangesTo(l); err == nil || tb.Pending() != 1 {
+		t.Fatalf("ChangesTo with a failing append: %v, %d pending; want the error and 1", err, tb.Pending())
+	}
+	changesTo(t, tb, l)
+	tb.Apply(r, at(2))
+	changesTo(t, tb, l)
+	if len(l.recs) != 1 || tb.Pending() != 0 {
+		t.Fatalf("%d records, %d pending; want 1 and 0", len(l.recs), tb.Pending())
+	}
+	if got, want := snapshotOf(l.replay(t, at(3)), at(3)), snapshotOf(tb, at(3)); !slices.Equal(got, want) {
+		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestTailTorn: a rewrite cut short (a process killed between its stores,
+// in any order) leaves the slot's check wrong, or its generation the one
+// before the other slot's, and the replay takes the other slot: the state
+// of the change before, the last one answered; after every number of
+// rewrites, around the cycles of slots and generations. A tail never
+// rewritten leaves the record's own state.
+func TestTailTorn(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	l := newMemLog()
+	r := Request{ID: "t", Policy: Policy{Scale: time.Minute, Limit: 100}, Hits: 1}
+	tb.Apply(r, at(1))
+	changesTo(t, tb, l)
+	if got := peekCount(t, l.replay(t, at(1)), r); got != 1 {
+		t.Fatalf("a tail never rewritten: count %d, want the record's 1", got)
+	}
+	for n := int64(1); n <= 13; n++ {
+		before := bytes.Clone(l.tails[0])
+		tb.Apply(r, at(1+n))
+		changesTo(t, tb, l)
+		if len(l.recs) != 1 {
+			t.Fatalf("rewrite %d appended a record", n)
+		}
+		if got := peekCount(t, l.replay(t, at(20)), r); got != n+1 {
+			t.Fatalf("after rewrite %d: count %d, want %d", n, got, n+1)
+		}
+		for word := range tailWords { // only this word of the rewrite stored
+			cut := bytes.Clone(before)
+			copy(cut[8*word:8*word+8], l.tails[0][8*word:8*word+8])
+			l2 := &memLog{recs: l.recs, tails: [][]byte{cut}, epoch: 1}
+			if got := peekCount(t, l2.replay(t, at(20)), r); got != n && got != n+1 {
+				t.Fatalf("rewrite %d cut with only word %d stored: count %d, want %d (the change before)", n, word, got, n)
+			} else if got == n+1 && !bytes.Equal(cut, l.tails[0]) {
+				t.Fatalf("rewrite %d cut with only word %d stored: count %d, the cut rewrite's", n, word, got)
+			}
+		}
+	}
+}
+
+func peekCount(t *testing.T, tb *Table, r Request) int64 {
+	t.Helper()
+	b, ok := tb.Get(r, at(10))
+	if !ok {
+		t.Fatalf("%s: no bucket", r.ID)
+	}
+	return b.Count
+}
+
+// TestRestoreTailRejects: a tail on a record it cannot belong to, or whose
+// newest whole slot holds a state out of the bucket's ranges, or two whole
+// slots of one generation, is ErrBadRecord, and nothing changes.
+func TestRestoreTailRejects(t *testing.T) {
+	t.Parallel()
+	src := New(Config{TrackChanges: true})
+	p := Policy{Scale: time.Minute, Limit: 100}
+	src.Apply(Request{ID: "a", Policy: p, Hits: 1}, at(1))
+	src.Apply(Request{ID: "b", Policy: p, Hits: 1}, at(1))
+	two := collect(t, src.Changes)[0]
+	src.Apply(Request{ID: "c", Policy: p, Hits: 1}, at(1))
+	one := collect(t, src.Changes)[0]
+	slotOf := func(count, aux uint64, mod int64, gen uint64) []byte {
+		stamp := uint64(mod) | gen<<genShift
+		stamp |= tailCheck(count, aux, stamp) << chkShift
+		b := binary.LittleEndian.AppendUint64(nil, count)
+		b = binary.LittleEndian.AppendUint64(b, aux)
+		return binary.LittleEndian.AppendUint64(b, stamp)
+	}
+	empty := make([]byte, tailSlot)
+	cases := map[string]struct {
+		rec, tail []byte
+	}{
+		"two entries":            {two, append(slotOf(3, 0, 0, 1), empty...)},
+		"short tail":             {one, slotOf(3, 0, 0, 1)},
+		"aux of a fixed window":  {one, append(slotOf(3, 1, 0, 1), empty...)},
+		"modified past width":    {one, append(slotOf(3, 0, 60_000, 1), empty...)},
+		"count above int64":      {one, append(slotOf(1<<63, 0, 0, 1), empty...)},
+		"generations both equal": {one, append(slotOf(3, 0, 0, 2), slotOf(4, 0, 0, 2)...)},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tb := New(Config{})
+			if err := tb.RestoreTail(c.rec, c.tail, at(1)); !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("RestoreTail: got %v, want ErrBadRecord", err)
+			}
+			if tb.Len() != 0 {
+				t.Fatalf("a bad tail left %d buckets", tb.Len())
+			}
+		})
+	}
+	// Generations go around: 3 is followed by 1.
+	tb := New(Config{})
+	if err := tb.RestoreTail(one, append(slotOf(9, 0, 0, 3), slotOf(4, 0, 0, 1)...), at(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := peekCount(t, tb, Request{ID: "c", Policy: p}); got != 4 {
+		t.Fatalf("generation 1 after 3: count %d, want 4", got)
+	}
+}
+
+// TestChangesToRewriteAllocs: a batch that rewrites a tail allocates
+// nothing.
+func TestChangesToRewriteAllocs(t *testing.T) {
+	tb := New(Config{TrackChanges: true})
+	l := newMemLog()
+	r := Request{ID: "z", Policy: Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1}
+	tb.Apply(r, at(1))
+	changesTo(t, tb, l)
+	ms := int64(1)
+	if n := testing.AllocsPerRun(1000, func() {
+		ms++
+		tb.Apply(r, at(ms))
+		if err := tb.ChangesTo(l); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 || len(l.recs) != 1 {
+		t.Fatalf("%v allocations per rewrite, %d records; want 0 and 1", n, len(l.recs))
+	}
+}
