@@ -337,3 +337,45 @@ func TestRepeatHitJournalBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckAllRolledBackIsNotJournaled: buckets whose later hits go into
+// their journal records' tails (single checks first) take the hits of
+// CheckAll units that are kept, and none of those rolled back, across a
+// restart, in every sync mode.
+func TestCheckAllRolledBackIsNotJournaled(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			clk := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+			cfg := Config{Shards: 4, DataDir: t.TempDir(), Clock: clk, SweepInterval: -1, JournalSync: mode}
+			s := startSystem(t, cfg)
+			// A unit applies its checks shard by shard, in ascending order:
+			// global's shard before user-N's, so that global is counted
+			// before user-N denies the unit.
+			userID := "user-1"
+			for i := 1; shardOf(userID, cfg.Shards) <= shardOf("global", cfg.Shards); i++ {
+				userID = fmt.Sprint("user-", i)
+			}
+			user := table.Request{ID: userID, Policy: table.Policy{Scale: time.Hour, Limit: 4}, Hits: 1}
+			global := table.Request{ID: "global", Policy: table.Policy{Scale: time.Hour, Limit: 100}, Hits: 1}
+			mustCheck(t, s, user)
+			mustCheck(t, s, global)
+			mustCheck(t, s, global) // each has a record with a tail, rewritten
+			ctx := context.Background()
+			for i := range 6 { // 3 kept (user-1 reaches 4), 3 rolled back
+				_, ok, err := s.CheckAll(ctx, []table.Request{global, user})
+				if err != nil || ok != (i < 3) {
+					t.Fatalf("CheckAll %d: %v, %v; want allowed %v", i, ok, err, i < 3)
+				}
+			}
+			s = restart(t, s, cfg)
+			if got := peek(t, s, "global", 100); got != 5 {
+				t.Fatalf("global after a restart: count %d, want 5 (2 single checks, 3 units kept)", got)
+			}
+			if got := peek(t, s, userID, 4); got != 4 {
+				t.Fatalf("%s after a restart: count %d, want 4", userID, got)
+			}
+		})
+	}
+}

@@ -26,6 +26,11 @@ func (t *Table) mark(it item) {
 	if t.dirty[w]&(1<<(i%64)) != 0 {
 		return
 	}
+	// A bucket with a home is written there at once (see ChangesTo),
+	// unless a unit may undo the change.
+	if t.log != nil && !t.inTx && t.rewrite(t.log, i, t.slots.cell(i)) {
+		return
+	}
 	t.dirty[w] |= 1 << (i % 64)
 	t.changed = append(t.changed, it)
 }

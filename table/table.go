@@ -89,7 +89,8 @@ type Table struct {
 	// journal's epoch the positions are of.
 	homes     []uint32
 	homeEpoch uint64
-	changed   []item // the buckets whose dirty bit is set, in the order first changed
+	log       TailLog // the last ChangesTo's
+	changed   []item  // the buckets whose dirty bit is set, in the order first changed
 	deleted   []deletion
 	rec       []byte       // record buffer reused by Changes
 	w         recordWriter // used by Changes

@@ -130,9 +130,14 @@ func writeTail(tail []byte, c *cell, state uint32) uint32 {
 // fn goes to l.Append, but for a batch that changed one bucket and
 // deleted none (most of them), whose record l appends with a tail (the
 // bucket's home), and for a bucket with a home, whose state is written
-// into its tail instead of a record. Errors are as Changes's: what l did
-// not take stays for the next call.
+// into its tail instead of a record. From the first call on, the table
+// keeps l and writes such a bucket's change into its home as it makes it,
+// outside a unit (Begin), so that ChangesTo has nothing to do for it.
+// Errors are as Changes's: what l did not take stays for the next call.
 func (t *Table) ChangesTo(l TailLog) error {
+	if t.log != l {
+		t.log = l
+	}
 	if len(t.deleted)+len(t.changed) == 0 {
 		return nil
 	}

@@ -352,3 +352,43 @@ func TestChangesToRewriteAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per rewrite, %d records; want 0 and 1", n, len(l.recs))
 	}
 }
+
+// TestChangesToUnit: after a ChangesTo, a change of a bucket with a home
+// is written into it as it is made (nothing left for ChangesTo), but not
+// inside a unit: a unit rolled back leaves the home as it was, and one
+// committed is written at the next ChangesTo.
+func TestChangesToUnit(t *testing.T) {
+	t.Parallel()
+	tb := New(Config{TrackChanges: true})
+	l := newMemLog()
+	r := Request{ID: "u", Policy: Policy{Scale: time.Minute, Limit: 100}, Hits: 1}
+	tb.Apply(r, at(1))
+	changesTo(t, tb, l)
+	tb.Apply(r, at(2))
+	if tb.Pending() != 0 {
+		t.Fatalf("a change of a bucket with a home: %d pending, want 0 (written at once)", tb.Pending())
+	}
+	if got := peekCount(t, l.replay(t, at(3)), r); got != 2 {
+		t.Fatalf("replayed without a ChangesTo: count %d, want 2", got)
+	}
+	tb.Begin()
+	tb.Apply(r, at(3))
+	if tb.Pending() != 1 {
+		t.Fatalf("a change in a unit: %d pending, want 1", tb.Pending())
+	}
+	tb.Rollback()
+	changesTo(t, tb, l)
+	if got := peekCount(t, l.replay(t, at(4)), r); got != 2 {
+		t.Fatalf("after a unit rolled back: count %d, want 2", got)
+	}
+	tb.Begin()
+	tb.Apply(r, at(4))
+	tb.Commit()
+	if got := peekCount(t, l.replay(t, at(5)), r); got != 2 {
+		t.Fatalf("a committed unit before ChangesTo: count %d in the journal, want 2", got)
+	}
+	changesTo(t, tb, l)
+	if got := peekCount(t, l.replay(t, at(5)), r); got != 3 || len(l.recs) != 1 {
+		t.Fatalf("after the unit's ChangesTo: count %d, %d records; want 3 and 1", got, len(l.recs))
+	}
+}

@@ -157,8 +157,9 @@
 // Rewrites are synced like records: the Commit after them ends their
 // batch, and the msync that makes that batch durable (the next background
 // pass with SyncInterval, the Commit with SyncAlways, Sync, Close, the
-// roll for a full segment) starts at or below the page of the lowest tail
-// rewritten. A power loss may still leave a tail rewritten since the last
+// roll for a full segment) starts at the page of the segment's first tail
+// (an msync writes the pages written since the last one, however wide its
+// range). A power loss may still leave a tail rewritten since the last
 // msync old, new, or torn at a sector boundary, and a process killed
 // during a rewrite of several words leaves some old and some new:
 // recovery hands every tail to the replay (OpenTails) as the file holds

@@ -34,7 +34,6 @@ type Journal struct {
 	scratch  [12]byte            // frameCRC input, kept here so Append does not allocate
 	scratch2 [frame2Scratch]byte // putFrame2's and putFrame3's
 	epoch    uint64              // see Epoch; from 1
-	rewLow   int64               // the lowest offset in cur Tail returned since the last Commit; noLow if none
 
 	// closedBytes is the Size share of the segments before cur.
 	closedBytes atomic.Int64
@@ -53,11 +52,11 @@ type Journal struct {
 	// pub is the write offset in cur Commit published last, for the
 	// background goroutine: SyncInterval, and SyncNone with RollAhead.
 	pub atomic.Int64
-	// low is the lowest offset in cur of a tail rewritten in a batch a
-	// Commit ended, that no msync has covered since (noLow if none): the
-	// owner lowers it at Commit, an msync from below it takes it (see
-	// takeLowLocked).
-	low atomic.Int64
+	// tailLow is the offset of the first tail in cur (noLow if none),
+	// written under syncMu: every msync of cur starts at or below it, so
+	// that a tail rewritten anywhere in cur is synced with the records
+	// (see syncToLocked).
+	tailLow int64
 
 	// Background sync errors, see noteSync and takeSyncErr. pending is
 	// syncErr != nil, set and cleared under errMu, so that a Commit with no
@@ -244,7 +243,8 @@ func (j *Journal) Append(payload []byte) error {
 // from one cut by a crash (a check of its own; see table's tail slots).
 // Rewrites are synced like records: by the next background msync after
 // the Commit that ends their batch (SyncInterval), by that Commit
-// (SyncAlways), by Sync. It returns the epoch and position that Tail
+// (SyncAlways), by Sync: every msync of a segment with a tail starts at its
+// first tail's page. It returns the epoch and position that Tail
 // takes. In a segment of format 1 or 2 (the last one recovered, if
 // Options.SegmentFormat was lower when it was made) the record is
 // appended without a tail, and pos is 0.
@@ -297,7 +297,13 @@ func (j *Journal) appendTail(payload []byte, words int) (uint32, error) {
 	if words == 0 {
 		return 0, nil
 	}
-	return uint32(j.off - 8*int64(words)), nil
+	pos := j.off - 8*int64(words)
+	if j.tailLow == noLow { // once a segment
+		j.syncMu.Lock()
+		j.tailLow = pos
+		j.syncMu.Unlock()
+	}
+	return uint32(pos), nil
 }
 
 // Tail returns the tail of words words at pos that AppendTail made in
@@ -311,7 +317,6 @@ func (j *Journal) Tail(epoch uint64, pos uint32, words int) []byte {
 	if epoch != j.epoch || j.closed || p < headerSize || p%8 != 0 || words < 1 || words > maxTailWords || end > j.off {
 		return nil
 	}
-	j.rewLow = min(j.rewLow, p)
 	return j.cur.m[p:end:end]
 }
 
@@ -320,8 +325,7 @@ func (j *Journal) Tail(epoch uint64, pos uint32, words int) []byte {
 // be rewritten.
 func (j *Journal) Epoch() uint64 { return j.epoch }
 
-// noLow is the value of Journal.rewLow and Journal.low when no tail was
-// rewritten.
+// noLow is Journal.tailLow when cur has no tail.
 const noLow = int64(1<<63 - 1)
 
 // putFrame writes the frame of a record into b, which is zero beyond the
@@ -354,9 +358,8 @@ func (j *Journal) roll() error {
 	j.syncMu.Lock()
 	j.cur, j.off, j.synced = seg, headerSize, headerSize
 	j.pub.Store(headerSize)
-	j.low.Store(noLow) // old's rewrites: msynced above, or never (SyncNone)
+	j.tailLow = noLow // old's tails: msynced above, or never (SyncNone)
 	j.syncMu.Unlock()
-	j.rewLow = noLow
 	j.epoch++
 	j.closeOut(old, oldOff, seg)
 	if old == nil {
@@ -398,8 +401,9 @@ func (j *Journal) rollAhead() error {
 	}
 	old, oldOff := j.cur, j.off
 	j.syncMu.Lock()
-	j.takeLowLocked(true) // old's rewrites are msynced with it
-	j.retiring = append(j.retiring, retired{seg: old, end: oldOff, synced: j.synced})
+	// old's tails are msynced with it, from the first one on.
+	j.retiring = append(j.retiring, retired{seg: old, end: oldOff, synced: min(j.synced, j.tailLow)})
+	j.tailLow = noLow
 	j.cur, j.off, j.synced = seg, headerSize, synced
 	j.dirDirty = j.dirDirty || synced == 0 && j.c.sync != SyncNone
 	j.pub.Store(headerSize)
@@ -448,15 +452,6 @@ func (j *Journal) Commit() error {
 	case SyncAlways:
 		return j.syncNow()
 	case SyncInterval:
-		if j.rewLow != noLow {
-			// A store, not a compare and swap: the background may take
-			// low between the load and the store; storing it again costs
-			// that pass's msync of a page twice at worst. The store
-			// orders the tail's rewrites before it, for the pass that
-			// takes it.
-			j.low.Store(min(j.low.Load(), j.rewLow))
-			j.rewLow = noLow
-		}
 		j.publish()
 		return j.takeSyncErr()
 	}
@@ -475,19 +470,6 @@ func (j *Journal) publish() {
 	}
 }
 
-// takeLowLocked lowers j.synced to the lowest tail rewritten since the
-// last msync, so that the next msync of cur covers it, and forgets it: the
-// one Commit published (low), and, if owner (the call is on the owner
-// goroutine), those of the batch under way (rewLow). syncMu is held.
-func (j *Journal) takeLowLocked(owner bool) {
-	low := j.low.Swap(noLow)
-	if owner {
-		low = min(low, j.rewLow)
-		j.rewLow = noLow
-	}
-	j.synced = min(j.synced, low)
-}
-
 // Sync msyncs everything appended so far, now, whatever the SyncMode. It
 // returns its own msync error; background errors are left for Commit.
 func (j *Journal) Sync() error {
@@ -501,7 +483,6 @@ func (j *Journal) Sync() error {
 // the owner goroutine.
 func (j *Journal) syncNow() error {
 	j.syncMu.Lock()
-	j.takeLowLocked(true)
 	err := j.syncAllLocked(j.off)
 	retiring := len(j.retiring) > 0
 	j.syncMu.Unlock()
@@ -539,20 +520,25 @@ func (j *Journal) syncAllLocked(end int64) error {
 	return j.syncToLocked(j.cur, end)
 }
 
-// syncToLocked msyncs seg from j.synced up to end; syncMu is held.
+// syncToLocked msyncs seg (cur) from j.synced, or from its first tail if
+// it has one (a tail may have been rewritten since the last msync: the
+// msync writes the pages dirty since, not the range), up to end; syncMu is
+// held.
 func (j *Journal) syncToLocked(seg *segment, end int64) error {
-	if seg == nil || end <= j.synced {
+	if seg == nil || end <= j.synced && j.tailLow == noLow {
 		return nil
 	}
-	from := j.synced &^ (j.pageSize - 1) // msync wants a page-aligned start
-	// The pages before end's are written for good: Append writes from
-	// j.off on, never before end. (A tail rewritten there after the
-	// release faults its page back in: the page cache keeps it.)
-	release(seg.m[from : end&^(j.pageSize-1)])
+	from := min(j.synced, j.tailLow) &^ (j.pageSize - 1) // msync wants a page-aligned start
+	// The pages from j.synced's to end's are written for good: Append
+	// writes from j.off on, never before end. Those of tails written
+	// before stay mapped: they are rewritten.
+	if rel := j.synced &^ (j.pageSize - 1); rel < end&^(j.pageSize-1) {
+		release(seg.m[rel : end&^(j.pageSize-1)])
+	}
 	if err := j.c.msync(seg.m[from:end]); err != nil {
 		return fmt.Errorf("journal: msync %s bytes [%d, %d): %w", seg.path, from, end, err)
 	}
-	j.synced = end
+	j.synced = max(j.synced, end)
 	return nil
 }
 
@@ -697,8 +683,7 @@ func (j *Journal) fill(b []byte) bool {
 func (j *Journal) backgroundSync() {
 	j.syncMu.Lock()
 	end := j.pub.Load()
-	j.takeLowLocked(false)
-	if j.cur == nil || end <= j.synced && !j.dirDirty && !j.unsyncedRetiredLocked() {
+	if j.cur == nil || end <= j.synced && j.tailLow == noLow && !j.dirDirty && !j.unsyncedRetiredLocked() {
 		j.syncMu.Unlock()
 		return
 	}

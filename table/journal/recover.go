@@ -725,9 +725,8 @@ func (r *recoverer) journal() (*Journal, error) {
 		maxPayload: r.c.maxPayload(),
 		seq:        r.snapSeq,
 		epoch:      1,
-		rewLow:     noLow,
+		tailLow:    noLow,
 	}
-	j.low.Store(noLow)
 	r.rec.Segments = len(r.retained)
 	if t := r.tail; t != nil {
 		j.seq = max(j.seq, t.last)
