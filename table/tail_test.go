@@ -392,3 +392,49 @@ func TestChangesToUnit(t *testing.T) {
 		t.Fatalf("after the unit's ChangesTo: count %d, %d records; want 3 and 1", got, len(l.recs))
 	}
 }
+
+// FuzzRestoreTail: a record with any tail never panics: RestoreTail either
+// applies it (the record decodes, holds one put, count or tat entry, and
+// the tail's newest whole slot is in the bucket's ranges, or none is
+// whole) or refuses it with ErrBadRecord and changes nothing; a tail of
+// zeros leaves the record's own state.
+func FuzzRestoreTail(f *testing.F) {
+	src := New(Config{TrackChanges: true})
+	l := newMemLog()
+	for i, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket} {
+		r := Request{ID: fmt.Sprint("f", i), Policy: Policy{Scale: time.Second, Limit: 50, Algorithm: alg}, Hits: 2}
+		for k := range 3 {
+			src.Apply(r, at(int64(10*k)))
+			if err := src.ChangesTo(l); err != nil {
+				f.Fatal(err)
+			}
+		}
+		src.Apply(r, at(500))
+		if err := src.ChangesTo(l); err != nil {
+			f.Fatal(err)
+		}
+	}
+	for i, rec := range l.recs {
+		f.Add(rec, l.tails[i])
+	}
+	f.Add([]byte{0x20, 0x05, 0x01, 0x07, 0x02}, make([]byte, 8*tailWords))
+	f.Fuzz(func(t *testing.T, rec, tail []byte) {
+		tb := New(Config{})
+		err := tb.RestoreTail(rec, tail, at(0))
+		if err != nil {
+			if !errors.Is(err, ErrBadRecord) || tb.Len() != 0 {
+				t.Fatalf("RestoreTail refused with %v, %d buckets; want ErrBadRecord and none", err, tb.Len())
+			}
+			return
+		}
+		if len(tail) == 8*tailWords && bytes.Equal(tail, make([]byte, len(tail))) {
+			plain := New(Config{})
+			if err := plain.Restore(rec, at(0)); err != nil {
+				t.Fatalf("Restore of a record RestoreTail took with a zero tail: %v", err)
+			}
+			if got, want := snapshotOf(tb, at(0)), snapshotOf(plain, at(0)); !slices.Equal(got, want) {
+				t.Fatalf("a zero tail changed the state: %q, want %q", got, want)
+			}
+		}
+	})
+}
