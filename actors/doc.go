@@ -74,7 +74,12 @@
 //     owner; a slice of a sweep) answers the batch's checks with
 //     ErrUnavailable, and whoever held the shard rebuilds its table from
 //     the journal (or empty, without one) before anyone serves the shard
-//     again; the other shards are not touched. Stats.Restarts counts each
+//     again; the other shards are not touched. The hits the batch counted
+//     before the panic on buckets whose journal record has a tail may stay
+//     counted in the rebuilt table (such a change is written into the tail
+//     as it is made), as a check's hits may when the process dies before
+//     it is answered: a crash never admits more than the limit, it may
+//     count a hit that got no answer. Stats.Restarts counts each
 //     crash. A panic in the owner is also the owner's failure: its
 //     supervisor restarts it (one for one), and it serves its inbox on.
 //   - Stop answers every check queued before it; later checks get ErrStopped.

@@ -163,8 +163,9 @@ func (sh *shard) recover(cfg *Config, now time.Time) (*table.Table, journal.Reco
 		Repair:       cfg.JournalRepair,
 		RollAhead:    true, // no segment creation or msync under the shard lock at a roll
 		// 7 bytes of frame per record, not 16 and an alignment to 8; a
-		// bucket's first record in a segment has a tail where its later
-		// hits are written in place (table.ChangesTo).
+		// bucket's first repeat hit in a segment appends its count with a
+		// tail, where its later hits are written in place
+		// (table.ChangesTo).
 		SegmentFormat: 3,
 		Logger:        cfg.Logger.With("shard", sh.index),
 	}, func(p, tail []byte) error { return t.RestoreTail(p, tail, now) })

@@ -79,8 +79,9 @@
 // reference to it, and then only its new count (and TAT) under that
 // reference, a few bytes. ChangesTo writes to a journal whose records may
 // carry a tail (a TailLog, journal.Journal's format 3): a batch that
-// changed one bucket appends that bucket's record with a tail, its home,
-// and later changes of the bucket are written into the home in place, two
+// changed one bucket the journal holds (a repeat hit) appends its count
+// with a tail, its home, and later changes of the bucket are written into
+// the home in place, two
 // slots taken in turn with a check each, so that a process killed in the
 // middle of a rewrite leaves the previous state whole; no record at all,
 // until the journal moves to a new segment. RestoreTail applies a record

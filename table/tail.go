@@ -127,10 +127,10 @@ func writeTail(tail []byte, c *cell, state uint32) uint32 {
 }
 
 // ChangesTo is Changes writing to l: each record Changes would pass to its
-// fn goes to l.Append, but for a batch that changed one bucket and
-// deleted none (most of them), whose record l appends with a tail (the
-// bucket's home), and for a bucket with a home, whose state is written
-// into its tail instead of a record. From the first call on, the table
+// fn goes to l.Append, but for a batch that changed one bucket the journal
+// holds already and deleted none (a repeat hit, most batches), whose
+// record l appends with a tail (the bucket's home), and for a bucket with
+// a home, whose state is written into its tail instead of a record. From the first call on, the table
 // keeps l and writes such a bucket's change into its home as it makes it,
 // outside a unit (Begin), so that ChangesTo has nothing to do for it.
 // Errors are as Changes's: what l did not take stays for the next call.
@@ -152,25 +152,26 @@ func (t *Table) ChangesTo(l TailLog) error {
 }
 
 // changedOneTail is ChangesTo for a batch that changed one bucket: its
-// tail rewritten if it has a home, else a record of it with a tail that
-// becomes its home.
+// tail rewritten if it has a home; else, for a bucket the journal holds
+// (a repeat hit), its count with a tail that becomes its home; else its
+// put, without a tail, so that a bucket hit once (most of them, where
+// most ids come once) costs no tail.
 func (t *Table) changedOneTail(l TailLog) error {
 	it := t.changed[0]
 	i := it.slot()
 	c := t.slots.cell(i)
 	k := &t.byID[it.gid()].key
+	if !t.bound(i) {
+		return t.changes(l.Append, l)
+	}
+	if t.rewrite(l, i, c) {
+		t.dirty[i/64] &^= 1 << (i % 64)
+		t.changed = t.changed[:0]
+		return nil
+	}
 	w := &t.w
 	w.reset2(t.rec)
-	if t.bound(i) {
-		if t.rewrite(l, i, c) {
-			t.dirty[i/64] &^= 1 << (i % 64)
-			t.changed = t.changed[:0]
-			return nil
-		}
-		w.deltaCell(refOf(i), k.alg.gcra(), c)
-	} else {
-		w.putCell(k, it.bucket, refOf(i), c, c.idIn(&t.ids))
-	}
+	w.deltaCell(refOf(i), k.alg.gcra(), c)
 	t.rec = w.b
 	t.unhome(i)
 	epoch, pos, err := l.AppendTail(w.b, tailWords)

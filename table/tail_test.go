@@ -78,10 +78,11 @@ func changesTo(t *testing.T, tb *Table, l *memLog) {
 	}
 }
 
-// TestChangesToTails: a bucket's first batch appends its put with a tail;
-// each later batch of that bucket alone rewrites the tail and appends
-// nothing; a replay of the records with their tails gives every bucket's
-// state exactly (count, aux, stamps), for every algorithm.
+// TestChangesToTails: a bucket's first batch appends its put, without a
+// tail; its second, a repeat hit, its count with a tail; each later batch
+// of that bucket alone rewrites the tail and appends nothing; a replay of
+// the records with their tails gives every bucket's state exactly (count,
+// aux, stamps), for every algorithm.
 func TestChangesToTails(t *testing.T) {
 	t.Parallel()
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, LeakyBucket} {
@@ -96,13 +97,13 @@ func TestChangesToTails(t *testing.T) {
 				r.ID = fmt.Sprint("u", i%3)
 				tb.Apply(r, at(ms))
 				changesTo(t, tb, l)
-				if i < 3 && len(l.recs) != i+1 || i >= 3 && len(l.recs) != 3 {
-					t.Fatalf("after %d single-bucket batches: %d records, want %d", i+1, len(l.recs), min(i+1, 3))
+				if len(l.recs) != min(i+1, 6) {
+					t.Fatalf("after %d single-bucket batches: %d records, want %d", i+1, len(l.recs), min(i+1, 6))
 				}
 			}
 			for i, tail := range l.tails {
-				if tail == nil {
-					t.Fatalf("record %d has no tail", i)
+				if (tail != nil) != (i >= 3) {
+					t.Fatalf("record %d has a tail %v, want one on the counts (records 3 to 5) only", i, tail != nil)
 				}
 			}
 			got, want := snapshotOf(l.replay(t, at(ms)), at(ms)), snapshotOf(tb, at(ms))
@@ -114,8 +115,8 @@ func TestChangesToTails(t *testing.T) {
 }
 
 // TestChangesToEpoch: after the journal's epoch changes (a roll), a
-// bucket's next batch appends a count entry with a new tail, then
-// rewrites that one; the old tail keeps the state it had at the roll, and
+// bucket's next batch appends a count entry with a new tail (its first,
+// the put, had none), then rewrites that one; the old tail keeps the state it had at the roll, and
 // the replay is exact. Without tails (a segment of an older format, pos
 // 0) every batch is a record.
 func TestChangesToEpoch(t *testing.T) {
@@ -132,14 +133,14 @@ func TestChangesToEpoch(t *testing.T) {
 		tb.Apply(r, at(int64(10+i)))
 		changesTo(t, tb, l)
 	}
-	if len(l.recs) != 2 {
-		t.Fatalf("%d records, want 2 (the put, a count after the roll)", len(l.recs))
+	if len(l.recs) != 3 {
+		t.Fatalf("%d records, want 3 (the put, a count with a tail, a count after the roll)", len(l.recs))
 	}
-	ds := decodeAll(t, l.recs[1])
-	if len(ds) != 1 || ds[0].kind != entryCount || ds[0].slot.count != 6 {
-		t.Fatalf("the record after the roll: %+v, want a count entry of 6", ds)
+	ds := decodeAll(t, l.recs[2])
+	if len(ds) != 1 || ds[0].kind != entryCount || ds[0].slot.count != 6 || l.tails[2] == nil {
+		t.Fatalf("the record after the roll: %+v, want a count entry of 6 with a tail", ds)
 	}
-	if s, err := newestSlot(l.tails[0]); err != nil || s < 0 || tailSlotAt(l.tails[0], s).count != 5 {
+	if s, err := newestSlot(l.tails[1]); err != nil || s < 0 || tailSlotAt(l.tails[1], s).count != 5 {
 		t.Fatalf("the first tail: newest slot %d (%v), want one holding 5", s, err)
 	}
 	if got, want := snapshotOf(l.replay(t, at(20)), at(20)), snapshotOf(tb, at(20)); !slices.Equal(got, want) {
@@ -151,8 +152,8 @@ func TestChangesToEpoch(t *testing.T) {
 		tb.Apply(r, at(int64(30+i)))
 		changesTo(t, tb, l)
 	}
-	if len(l.recs) != 5 {
-		t.Fatalf("%d records, want 5 (one per batch without tails)", len(l.recs))
+	if len(l.recs) != 6 {
+		t.Fatalf("%d records, want 6 (one per batch without tails)", len(l.recs))
 	}
 	if got, want := snapshotOf(l.replay(t, at(40)), at(40)), snapshotOf(tb, at(40)); !slices.Equal(got, want) {
 		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
@@ -170,23 +171,25 @@ func TestChangesToBatches(t *testing.T) {
 	p := Policy{Scale: time.Second, Limit: 100}
 	a, b, c := Request{ID: "a", Policy: p, Hits: 1}, Request{ID: "b", Policy: p, Hits: 1}, Request{ID: "c", Policy: p, Hits: 1}
 	tb.Apply(a, at(1))
-	changesTo(t, tb, l) // a: put with a tail
+	changesTo(t, tb, l) // a: its put
+	tb.Apply(a, at(1))
+	changesTo(t, tb, l) // a: a count with a tail
 	tb.Apply(a, at(2))
 	tb.Apply(b, at(2))
 	tb.Apply(c, at(2))
 	changesTo(t, tb, l) // a rewritten; b and c in one record
-	if len(l.recs) != 2 || l.tails[1] != nil {
-		t.Fatalf("%d records (tail of the second %x), want 2, the second without a tail", len(l.recs), l.tails[1])
+	if len(l.recs) != 3 || l.tails[1] == nil || l.tails[2] != nil {
+		t.Fatalf("%d records, want 3, the second with a tail and the third without", len(l.recs))
 	}
-	if ds := decodeAll(t, l.recs[1]); len(ds) != 2 || ds[0].slot.id != "b" || ds[1].slot.id != "c" {
+	if ds := decodeAll(t, l.recs[2]); len(ds) != 2 || ds[0].slot.id != "b" || ds[1].slot.id != "c" {
 		t.Fatalf("the batch's record: %+v, want puts of b and c", ds)
 	}
 	tb.Apply(b, at(3))
 	changesTo(t, tb, l) // b: a count with a tail
 	tb.Apply(b, at(4))
 	changesTo(t, tb, l) // rewritten
-	if len(l.recs) != 3 || l.tails[2] == nil {
-		t.Fatalf("%d records, want 3, the last with a tail", len(l.recs))
+	if len(l.recs) != 4 || l.tails[3] == nil {
+		t.Fatalf("%d records, want 4, the last with a tail", len(l.recs))
 	}
 	if n := tb.Reset(b, at(5)); n != 1 {
 		t.Fatalf("Reset: %d, want 1", n)
@@ -195,15 +198,17 @@ func TestChangesToBatches(t *testing.T) {
 	changesTo(t, tb, l) // the drop and a new put, no tail: two entries
 	tb.Apply(b, at(6))
 	changesTo(t, tb, l) // b's new put has no home: a count with a tail
-	if len(l.recs) != 5 || l.tails[3] != nil || l.tails[4] == nil {
-		t.Fatalf("%d records, want 5: the reset's without a tail, then one with", len(l.recs))
+	if len(l.recs) != 6 || l.tails[4] != nil || l.tails[5] == nil {
+		t.Fatalf("%d records, want 6: the reset's without a tail, then one with", len(l.recs))
 	}
 	tb.Apply(a, at(1500)) // the next window: a new bucket
 	changesTo(t, tb, l)
-	tb.Apply(a, at(1501))
-	changesTo(t, tb, l)
-	if len(l.recs) != 6 {
-		t.Fatalf("%d records, want 6 (a's bucket of the next window: a put with a tail, rewritten)", len(l.recs))
+	for ms := range int64(3) {
+		tb.Apply(a, at(1501+ms))
+		changesTo(t, tb, l)
+	}
+	if len(l.recs) != 8 {
+		t.Fatalf("%d records, want 8 (a's bucket of the next window: a put, a count with a tail, rewritten)", len(l.recs))
 	}
 	if got, want := snapshotOf(l.replay(t, at(1501)), at(1501)), snapshotOf(tb, at(1501)); !slices.Equal(got, want) {
 		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
@@ -217,16 +222,18 @@ func TestChangesToFailure(t *testing.T) {
 	tb := New(Config{TrackChanges: true})
 	l := newMemLog()
 	r := Request{ID: "f", Policy: Policy{Scale: time.Minute, Limit: 100}, Hits: 1}
-	tb.Apply(r, at(1))
-	l.fail = errors.New("disk full")
-	if err := tb.ChangesTo(l); err == nil || tb.Pending() != 1 {
-		t.Fatalf("ChangesTo with a failing append: %v, %d pending; want the error and 1", err, tb.Pending())
+	for ms, kind := range []string{"put", "count with a tail"} {
+		tb.Apply(r, at(int64(1+ms)))
+		l.fail = errors.New("disk full")
+		if err := tb.ChangesTo(l); err == nil || tb.Pending() != 1 {
+			t.Fatalf("ChangesTo with a failing append of the %s: %v, %d pending; want the error and 1", kind, err, tb.Pending())
+		}
+		changesTo(t, tb, l)
 	}
+	tb.Apply(r, at(3))
 	changesTo(t, tb, l)
-	tb.Apply(r, at(2))
-	changesTo(t, tb, l)
-	if len(l.recs) != 1 || tb.Pending() != 0 {
-		t.Fatalf("%d records, %d pending; want 1 and 0", len(l.recs), tb.Pending())
+	if len(l.recs) != 2 || l.tails[1] == nil || tb.Pending() != 0 {
+		t.Fatalf("%d records, %d pending; want 2, the second with a tail, and 0", len(l.recs), tb.Pending())
 	}
 	if got, want := snapshotOf(l.replay(t, at(3)), at(3)), snapshotOf(tb, at(3)); !slices.Equal(got, want) {
 		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
@@ -245,27 +252,29 @@ func TestTailTorn(t *testing.T) {
 	l := newMemLog()
 	r := Request{ID: "t", Policy: Policy{Scale: time.Minute, Limit: 100}, Hits: 1}
 	tb.Apply(r, at(1))
-	changesTo(t, tb, l)
-	if got := peekCount(t, l.replay(t, at(1)), r); got != 1 {
-		t.Fatalf("a tail never rewritten: count %d, want the record's 1", got)
+	changesTo(t, tb, l) // the put
+	tb.Apply(r, at(1))
+	changesTo(t, tb, l) // a count of 2 with a tail
+	if got := peekCount(t, l.replay(t, at(1)), r); got != 2 {
+		t.Fatalf("a tail never rewritten: count %d, want the record's 2", got)
 	}
 	for n := int64(1); n <= 13; n++ {
-		before := bytes.Clone(l.tails[0])
+		before := bytes.Clone(l.tails[1])
 		tb.Apply(r, at(1+n))
 		changesTo(t, tb, l)
-		if len(l.recs) != 1 {
+		if len(l.recs) != 2 {
 			t.Fatalf("rewrite %d appended a record", n)
 		}
-		if got := peekCount(t, l.replay(t, at(20)), r); got != n+1 {
-			t.Fatalf("after rewrite %d: count %d, want %d", n, got, n+1)
+		if got := peekCount(t, l.replay(t, at(20)), r); got != n+2 {
+			t.Fatalf("after rewrite %d: count %d, want %d", n, got, n+2)
 		}
 		for word := range tailWords { // only this word of the rewrite stored
 			cut := bytes.Clone(before)
-			copy(cut[8*word:8*word+8], l.tails[0][8*word:8*word+8])
-			l2 := &memLog{recs: l.recs, tails: [][]byte{cut}, epoch: 1}
-			if got := peekCount(t, l2.replay(t, at(20)), r); got != n && got != n+1 {
-				t.Fatalf("rewrite %d cut with only word %d stored: count %d, want %d (the change before)", n, word, got, n)
-			} else if got == n+1 && !bytes.Equal(cut, l.tails[0]) {
+			copy(cut[8*word:8*word+8], l.tails[1][8*word:8*word+8])
+			l2 := &memLog{recs: l.recs, tails: [][]byte{nil, cut}, epoch: 1}
+			if got := peekCount(t, l2.replay(t, at(20)), r); got != n+1 && got != n+2 {
+				t.Fatalf("rewrite %d cut with only word %d stored: count %d, want %d (the change before)", n, word, got, n+1)
+			} else if got == n+2 && !bytes.Equal(cut, l.tails[1]) {
 				t.Fatalf("rewrite %d cut with only word %d stored: count %d, the cut rewrite's", n, word, got)
 			}
 		}
@@ -339,8 +348,10 @@ func TestChangesToRewriteAllocs(t *testing.T) {
 	tb := New(Config{TrackChanges: true})
 	l := newMemLog()
 	r := Request{ID: "z", Policy: Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1}
-	tb.Apply(r, at(1))
-	changesTo(t, tb, l)
+	for range 2 { // the put, a count with a tail
+		tb.Apply(r, at(1))
+		changesTo(t, tb, l)
+	}
 	ms := int64(1)
 	if n := testing.AllocsPerRun(1000, func() {
 		ms++
@@ -348,8 +359,8 @@ func TestChangesToRewriteAllocs(t *testing.T) {
 		if err := tb.ChangesTo(l); err != nil {
 			t.Fatal(err)
 		}
-	}); n != 0 || len(l.recs) != 1 {
-		t.Fatalf("%v allocations per rewrite, %d records; want 0 and 1", n, len(l.recs))
+	}); n != 0 || len(l.recs) != 2 {
+		t.Fatalf("%v allocations per rewrite, %d records; want 0 and 2", n, len(l.recs))
 	}
 }
 
@@ -363,13 +374,15 @@ func TestChangesToUnit(t *testing.T) {
 	l := newMemLog()
 	r := Request{ID: "u", Policy: Policy{Scale: time.Minute, Limit: 100}, Hits: 1}
 	tb.Apply(r, at(1))
-	changesTo(t, tb, l)
+	changesTo(t, tb, l) // the put
+	tb.Apply(r, at(1))
+	changesTo(t, tb, l) // a count with a tail
 	tb.Apply(r, at(2))
 	if tb.Pending() != 0 {
 		t.Fatalf("a change of a bucket with a home: %d pending, want 0 (written at once)", tb.Pending())
 	}
-	if got := peekCount(t, l.replay(t, at(3)), r); got != 2 {
-		t.Fatalf("replayed without a ChangesTo: count %d, want 2", got)
+	if got := peekCount(t, l.replay(t, at(3)), r); got != 3 {
+		t.Fatalf("replayed without a ChangesTo: count %d, want 3", got)
 	}
 	tb.Begin()
 	tb.Apply(r, at(3))
@@ -378,18 +391,18 @@ func TestChangesToUnit(t *testing.T) {
 	}
 	tb.Rollback()
 	changesTo(t, tb, l)
-	if got := peekCount(t, l.replay(t, at(4)), r); got != 2 {
-		t.Fatalf("after a unit rolled back: count %d, want 2", got)
+	if got := peekCount(t, l.replay(t, at(4)), r); got != 3 {
+		t.Fatalf("after a unit rolled back: count %d, want 3", got)
 	}
 	tb.Begin()
 	tb.Apply(r, at(4))
 	tb.Commit()
-	if got := peekCount(t, l.replay(t, at(5)), r); got != 2 {
-		t.Fatalf("a committed unit before ChangesTo: count %d in the journal, want 2", got)
+	if got := peekCount(t, l.replay(t, at(5)), r); got != 3 {
+		t.Fatalf("a committed unit before ChangesTo: count %d in the journal, want 3", got)
 	}
 	changesTo(t, tb, l)
-	if got := peekCount(t, l.replay(t, at(5)), r); got != 3 || len(l.recs) != 1 {
-		t.Fatalf("after the unit's ChangesTo: count %d, %d records; want 3 and 1", got, len(l.recs))
+	if got := peekCount(t, l.replay(t, at(5)), r); got != 4 || len(l.recs) != 2 {
+		t.Fatalf("after the unit's ChangesTo: count %d, %d records; want 4 and 2", got, len(l.recs))
 	}
 }
 
