@@ -139,3 +139,57 @@ func TestE2EFlippedByteInTheNewestSegment(t *testing.T) {
 		t.Fatalf("*.broken files: got %v, want one", broken)
 	}
 }
+
+// TestE2ERepeatHitsSurviveSIGKILL: repeat hits of live buckets, which the
+// daemon writes into their journal records' tails in place (no record
+// each), survive SIGKILL in the default sync mode and with none: after a
+// restart every count is exact, and so after a second SIGKILL with more
+// hits written into the new run's tails; the journal grew by a put and a
+// count per bucket, not by a record per hit.
+func TestE2ERepeatHitsSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
+	for _, sync := range []string{"interval", "none"} {
+		t.Run(sync, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			scale := stableScaleMs(time.Now())
+			flags := []string{"--data-dir", dir, "--shards", "2", "--journal-sync", sync}
+			d := startDaemon(t, flags...)
+			ids := []string{"hot-a", "hot-b", "hot-c", "hot-d"}
+			for round := range 40 {
+				for _, id := range ids {
+					if r := d.check(t, id, scale, 1000, 1); r.status != http.StatusOK {
+						t.Fatalf("round %d, %s: got %v, want 200", round, id, r)
+					}
+				}
+			}
+			records := 0
+			segs, _ := filepath.Glob(filepath.Join(dir, "shard-*", "seg-*.log"))
+			for _, seg := range segs {
+				records += len(recordOffsets(t, seg))
+			}
+			if records != 2*len(ids) {
+				t.Fatalf("%d records for %d buckets hit 40 times each, want %d (a put and a count with a tail each)", records, len(ids), 2*len(ids))
+			}
+			d.kill()
+			d = startDaemon(t, flags...)
+			for _, id := range ids {
+				if got := d.peekCount(t, id, scale, 1000); got != 40 {
+					t.Fatalf("%s after SIGKILL: count %d, want 40", id, got)
+				}
+			}
+			for range 25 {
+				for _, id := range ids {
+					d.check(t, id, scale, 1000, 1)
+				}
+			}
+			d.kill()
+			d = startDaemon(t, flags...)
+			for _, id := range ids {
+				if got := d.peekCount(t, id, scale, 1000); got != 65 {
+					t.Fatalf("%s after a second SIGKILL: count %d, want 65", id, got)
+				}
+			}
+		})
+	}
+}
