@@ -159,11 +159,10 @@ func (t *Table) ChangesTo(l TailLog) error {
 func (t *Table) changedOneTail(l TailLog) error {
 	it := t.changed[0]
 	i := it.slot()
-	c := t.slots.cell(i)
-	k := &t.byID[it.gid()].key
 	if !t.bound(i) {
 		return t.changes(l.Append, l)
 	}
+	c := t.slots.cell(i)
 	if t.rewrite(l, i, c) {
 		t.dirty[i/64] &^= 1 << (i % 64)
 		t.changed = t.changed[:0]
@@ -171,7 +170,7 @@ func (t *Table) changedOneTail(l TailLog) error {
 	}
 	w := &t.w
 	w.reset2(t.rec)
-	w.deltaCell(refOf(i), k.alg.gcra(), c)
+	w.deltaCell(refOf(i), t.byID[it.gid()].key.alg.gcra(), c)
 	t.rec = w.b
 	t.unhome(i)
 	epoch, pos, err := l.AppendTail(w.b, tailWords)

@@ -264,9 +264,13 @@ func (j *Journal) appendTail(payload []byte, words int) (uint32, error) {
 	}
 	// A tail takes its words and at most 8 bytes more (its word count and
 	// padding) than a frame without one.
-	if extra := 8*words + 8*min(words, 1); len(payload)+extra > j.maxPayload {
-		return 0, fmt.Errorf("%w: a %d-byte payload (at most %d fit in a %d-byte segment)",
-			ErrTooLarge, len(payload), j.maxPayload, j.c.segmentSize)
+	if most := j.maxPayload - 8*words - 8*min(words, 1); len(payload) > most {
+		with := ""
+		if words > 0 {
+			with = fmt.Sprintf(" with a tail of %d words", words)
+		}
+		return 0, fmt.Errorf("%w: a %d-byte payload (at most %d fit in a %d-byte segment%s)",
+			ErrTooLarge, len(payload), most, j.c.segmentSize, with)
 	}
 	want := words
 	if j.cur != nil && j.cur.ver != segmentV3 {
