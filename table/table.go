@@ -90,6 +90,7 @@ type Table struct {
 	homes     []uint32
 	homeEpoch uint64
 	log       TailLog // the last ChangesTo's
+	rewrites  uint64  // of tails: the generation of the last (see writeTail)
 	changed   []item  // the buckets whose dirty bit is set, in the order first changed
 	deleted   []deletion
 	rec       []byte       // record buffer reused by Changes

@@ -26,104 +26,86 @@ type TailLog interface {
 	Epoch() uint64
 }
 
-// A bucket's tail holds two slots of three words each, written in turn:
-// count, aux, and a word of the stamp (modified, in ms after created: 36
-// bits), the slot's generation (2 bits: 1, 2, 3 and around again, 0 in a
-// slot never written) and a check (26 bits) of the other fields. A rewrite
+// A bucket's tail holds two slots of four words each, written in turn:
+// count, aux, the slot's generation (from the table's counter of
+// rewrites, so that a later rewrite of a tail has a higher one; 0 in a
+// slot never written) and a word of the stamp (modified, in ms after
+// created: 36 bits) and a check (28 bits) of the other fields. A rewrite
 // goes to the slot that is not the newest, its stamp word last, so that a
 // process killed in the middle of one leaves the other slot whole:
-// recovery takes the newest slot whose check holds (of two whole slots,
-// the one whose generation follows the other's: a slot cut in the middle
-// of its rewrite still holds the generation before the other's, or fails
-// its check), that is, the state of the last change a Commit ended (a
-// change cut off was never answered).
+// recovery takes the whole slot (its check holds) of the higher
+// generation, that is, the state of the last change a Commit ended (a
+// change cut off was never answered). The generations order any two slots
+// the file may hold, also after a power loss that kept some sectors of a
+// page as they were at the last msync and others as they were later: the
+// newer whole slot is never older than the state that msync made durable,
+// unless the power loss cut the newer slot itself (where it straddles two
+// sectors), which leaves the slot before.
 const (
-	tailWords = 6
-	tailSlot  = 24 // bytes
+	tailWords = 8
+	tailSlot  = 32 // bytes
 	modBits   = 36
-	genBits   = 2
-	genShift  = modBits
-	chkShift  = modBits + genBits
 	modMask   = 1<<modBits - 1
-	genMask   = 1<<genBits - 1
-	fieldMask = 1<<chkShift - 1 // the stamp word without its check
 )
 
-// tailCheck is the check of a slot: 26 bits of a hash of its fields.
-func tailCheck(count, aux, stamp uint64) uint64 {
-	h := count*0x9e3779b97f4a7c15 ^ aux*0xc2b2ae3d27d4eb4f ^ (stamp&fieldMask)*0x165667b19e3779f9
+// tailCheck is the check of a slot: 28 bits of a hash of its fields.
+func tailCheck(count, aux, gen uint64, mod int64) uint64 {
+	h := count*0x9e3779b97f4a7c15 ^ aux*0xc2b2ae3d27d4eb4f ^ gen*0x165667b19e3779f9 ^ uint64(mod)*0x27d4eb2f165667c5
 	h ^= h >> 31
 	h *= 0xd6e8feb86659fd93
-	return h >> chkShift
+	h ^= h >> 29
+	return h >> modBits
 }
 
-// nextGen is the generation after g: 1, 2, 3, then 1 again.
-func nextGen(g uint64) uint64 { return g%3 + 1 }
-
 // A home, as Table.homes keeps it, is the tail's position (a multiple of
-// 8) with, in its low 3 bits, how far its rewrites went: 0 for none, else
-// 1 to 6 and around again, so that the table knows which slot to write
-// and with which generation without reading the tail: the n-th rewrite
-// (from 1) writes slot (n-1) mod 2 with generation (n-1) mod 3 + 1.
-const homeState = 7
+// 8) with, in its low bit, the slot the next rewrite writes.
+const homeNext = 1
 
 // tailState is one slot of a tail.
 type tailState struct {
-	count, aux, stamp uint64
+	count, aux, gen, stamp uint64
 }
 
-func (s tailState) gen() uint64 { return s.stamp >> genShift & genMask }
-func (s tailState) mod() int64  { return int64(s.stamp & modMask) }
+func (s tailState) mod() int64 { return int64(s.stamp & modMask) }
 func (s tailState) whole() bool {
-	return s.gen() != 0 && s.stamp>>chkShift == tailCheck(s.count, s.aux, s.stamp)
+	return s.gen != 0 && s.stamp>>modBits == tailCheck(s.count, s.aux, s.gen, s.mod())
 }
 
 func tailSlotAt(b []byte, k int) tailState {
 	b = b[k*tailSlot : (k+1)*tailSlot]
-	return tailState{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])}
+	le := binary.LittleEndian
+	return tailState{le.Uint64(b), le.Uint64(b[8:]), le.Uint64(b[16:]), le.Uint64(b[24:])}
 }
 
-// newestSlot returns the index of the newest slot whose check holds, or -1
-// if neither was written whole, or an error if both were and neither
-// follows the other.
-func newestSlot(b []byte) (int, error) {
+// newestSlot returns the index of the whole slot of the higher generation,
+// or -1 if neither was written whole.
+func newestSlot(b []byte) int {
 	s0, s1 := tailSlotAt(b, 0), tailSlotAt(b, 1)
 	w0, w1 := s0.whole(), s1.whole()
 	switch {
-	case w0 && w1:
-		switch {
-		case s1.gen() == nextGen(s0.gen()):
-			return 1, nil
-		case s0.gen() == nextGen(s1.gen()):
-			return 0, nil
-		}
-		return -1, fmt.Errorf("%w: tail slots of generations %d and %d, neither the next of the other", ErrBadRecord, s0.gen(), s1.gen())
+	case w0 && w1 && s1.gen > s0.gen, !w0 && w1:
+		return 1
 	case w0:
-		return 0, nil
-	case w1:
-		return 1, nil
-	}
-	return -1, nil
-}
-
-// writeTail writes c's state into tail, the home of a bucket the table
-// wrote, whose rewrites went as far as state (see homeState): into the
-// slot that is not the newest, its stamp word last. It returns the new
-// state, or 0, writing nothing, for a state a slot cannot hold.
-func writeTail(tail []byte, c *cell, state uint32) uint32 {
-	mod := c.modifiedOff() - c.createdOff()
-	if mod < 0 || mod > modMask || c.count < 0 {
 		return 0
 	}
-	state = state%6 + 1
-	k, gen := (state-1)%2, uint64((state-1)%3+1)
-	stamp := uint64(mod) | gen<<genShift
-	stamp |= tailCheck(uint64(c.count), uint64(c.aux), stamp) << chkShift
+	return -1
+}
+
+// writeTail writes c's state into slot k of tail, the home of a bucket
+// the table wrote, with generation gen, its stamp word last. It reports
+// false, writing nothing, for a state a slot cannot hold.
+func writeTail(tail []byte, c *cell, k int, gen uint64) bool {
+	mod := c.modifiedOff() - c.createdOff()
+	if mod < 0 || mod > modMask || c.count < 0 {
+		return false
+	}
 	b := tail[k*tailSlot : (k+1)*tailSlot]
-	binary.LittleEndian.PutUint64(b, uint64(c.count))
-	binary.LittleEndian.PutUint64(b[8:], uint64(c.aux))
-	binary.LittleEndian.PutUint64(b[16:], stamp)
-	return state
+	le := binary.LittleEndian
+	le.PutUint64(b, uint64(c.count))
+	le.PutUint64(b[8:], uint64(c.aux))
+	le.PutUint64(b[16:], gen)
+	le.PutUint64(b[24:], uint64(mod)|tailCheck(uint64(c.count), uint64(c.aux), gen, mod)<<modBits)
+	return true
 }
 
 // ChangesTo is Changes writing to l: each record Changes would pass to its
@@ -195,17 +177,13 @@ func (t *Table) rewrite(l TailLog, i uint32, c *cell) bool {
 		return false
 	}
 	h := t.homes[i]
-	tail := l.Tail(t.homeEpoch, h&^homeState, tailWords)
-	if tail == nil {
+	tail := l.Tail(t.homeEpoch, h&^homeNext, tailWords)
+	if tail == nil || !writeTail(tail, c, int(h&homeNext), t.rewrites+1) {
 		t.homes[i] = 0
 		return false
 	}
-	state := writeTail(tail, c, h&homeState)
-	if state == 0 {
-		t.homes[i] = 0
-		return false
-	}
-	t.homes[i] = h&^homeState | state
+	t.rewrites++
+	t.homes[i] = h ^ homeNext
 	return true
 }
 
@@ -237,9 +215,9 @@ func (t *Table) applyTail(tail []byte) error {
 	if len(t.pend) != 1 || t.pend[0].kind != recordPut && t.pend[0].kind != entryCount && t.pend[0].kind != entryTAT {
 		return fmt.Errorf("%w: a record with a tail holds %d entries, want one put, count or tat", ErrBadRecord, len(t.pend))
 	}
-	k, err := newestSlot(tail)
-	if err != nil || k < 0 {
-		return err
+	k := newestSlot(tail)
+	if k < 0 {
+		return nil
 	}
 	s := tailSlotAt(tail, k)
 	p := &t.pend[0]
