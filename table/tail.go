@@ -38,9 +38,10 @@ type TailLog interface {
 // change cut off was never answered). The generations order any two slots
 // the file may hold, also after a power loss that kept some sectors of a
 // page as they were at the last msync and others as they were later: the
-// newer whole slot is never older than the state that msync made durable,
-// unless the power loss cut the newer slot itself (where it straddles two
-// sectors), which leaves the slot before.
+// newer whole slot is never older than the state that msync made durable.
+// A slot is 32 bytes and a journal of format 3 starts a tail at a multiple
+// of 32 in the file, so that a slot never straddles two disk sectors: a
+// power loss leaves each slot as one sector write left it, whole.
 const (
 	tailWords = 8
 	tailSlot  = 32 // bytes

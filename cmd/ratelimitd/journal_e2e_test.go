@@ -368,7 +368,7 @@ func nextFrame(b []byte, off int64) int64 {
 			return end
 		}
 		words := int64(b[off+int64(k)+6]) // before the payload
-		return (end+1+7)&^7 + 8*words
+		return (end+1+31)&^31 + 8*words   // the tail at the next multiple of 32
 	}
 	n := int64(b[off]) | int64(b[off+1])<<8 | int64(b[off+2])<<16 | int64(b[off+3])<<24
 	if n == 0 {

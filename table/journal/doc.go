@@ -129,14 +129,14 @@
 //	   4 crc: CRC-32C of salt (8 bytes) ‖ seq (8) ‖ len (as stored) ‖ tag ‖ W (if t is 1) ‖ payload
 //	   1 W, only if t is 1: the length of the tail in 8-byte words, 1 to 255
 //	 L/2-1 payload
-//	0..7 only if t is 1: zero padding up to the next file offset that is a multiple of 8
+//	0..31 only if t is 1: zero padding up to the next file offset that is a multiple of 32
 //	 W*8 only if t is 1: the tail, not covered by crc
 //
 // The next frame starts right after the tail, or right after the payload
 // if t is 0: a frame without a tail takes exactly the bytes it takes in
 // format 2 (only the value of len differs). A frame with a tail takes 8
 // bytes besides its payload (when that is below 63 bytes), the padding
-// and the tail: a 9-byte payload with a tail of 6 words takes 65 to 72
+// and the tail: a 9-byte payload with a tail of 6 words takes 65 to 96
 // bytes, by its offset. As in format 2 the sequence number is not stored,
 // and the first byte of len is stored last, after the rest of the frame
 // (its tail still zeros): a process killed in the middle of an Append
@@ -152,16 +152,19 @@
 // rewritten in place, as long as the record is in the current segment.
 // Every roll (StartSnapshot's too) starts a new epoch, after which Tail
 // refuses the tails of earlier ones: a segment is never written once it
-// is full. Because a tail starts at a multiple of 8, an aligned 8-byte
-// store to it never tears: a process killed leaves each word old or new.
+// is full. Because a tail starts at a multiple of 32, an aligned 8-byte
+// store to it never tears (a process killed leaves each word old or new),
+// and a 32-byte piece of it at a multiple of 32 never straddles two disk
+// sectors (a power loss leaves such a piece as one sector left it).
 // Rewrites are synced like records: the Commit after them ends their
 // batch, and the msync that makes that batch durable (the next background
 // pass with SyncInterval, the Commit with SyncAlways, Sync, Close, the
 // roll for a full segment) starts at the page of the segment's first tail
 // (an msync writes the pages written since the last one, however wide its
 // range). A power loss may still leave a tail rewritten since the last
-// msync old, new, or torn at a sector boundary, and a process killed
-// during a rewrite of several words leaves some old and some new:
+// msync old, new, or torn at a sector boundary between its pieces, and a
+// process killed during a rewrite of several words leaves some old and
+// some new:
 // recovery hands every tail to the replay (OpenTails) as the file holds
 // it, and a tail that is not whole is never damage to the journal, so its
 // owner must tell a tail written whole from one that is not (a check of
@@ -171,7 +174,7 @@
 // Snapshots have no tails.
 //
 // A segment file holds at most SegmentSize-56 (SegmentOverhead) payload
-// bytes in one record, and 8*W+8 fewer with a tail of W words: a larger
+// bytes in one record, and 8*W+32 fewer with a tail of W words: a larger
 // payload is ErrTooLarge. A new segment is created (a roll) when the next
 // frame does not fit in the current one.
 //

@@ -318,19 +318,28 @@ func decodeFrame2(b []byte, off int64, salt uint32, seq uint64, scratch *[8]byte
 }
 
 // Format 3 frames: a format-2 frame whose length word also says whether a
-// tail follows the payload (see doc.go). maxTailWords bounds a tail.
-const maxTailWords = 255
+// tail follows the payload (see doc.go). maxTailWords bounds a tail; a
+// tail starts at a multiple of tailAlign in the file, so that a piece of
+// it of that size at a multiple of that size is never split between two
+// disk sectors.
+const (
+	maxTailWords = 255
+	tailAlign    = 32
+)
+
+// alignTail rounds n up to a multiple of tailAlign.
+func alignTail(n int64) int64 { return (n + tailAlign - 1) &^ (tailAlign - 1) }
 
 // frame3Size is the size of the format-3 frame at offset off of a payload
 // of n bytes with a tail of words 8-byte words (0: no tail). A tail starts
-// at a multiple of 8 in the file, so the size depends on off.
+// at a multiple of tailAlign in the file, so the size depends on off.
 func frame3Size(off int64, n, words int) int64 {
 	l := uint64(n+1) << 1
 	if words == 0 {
 		return int64(uvarintLen(l) + frame2Fixed + n)
 	}
 	end := off + int64(uvarintLen(l|1)+frame2Fixed+1+n)
-	return align8(end) + int64(words)*8 - off
+	return alignTail(end) + int64(words)*8 - off
 }
 
 // putFrame3 writes the format-3 frame of record seq into b, which is zero
@@ -401,7 +410,7 @@ func decodeFrame3(b []byte, off int64, salt uint32, seq uint64, scratch *[8]byte
 	end := p + int64(n)
 	next := end
 	if tailed {
-		next = align8(end) + 8*words
+		next = alignTail(end) + 8*words
 		if next > size {
 			return frame{}, frameBad, fmt.Sprintf("record tail of %d words runs past the end of the file", words)
 		}
@@ -419,10 +428,10 @@ func decodeFrame3(b []byte, off int64, salt uint32, seq uint64, scratch *[8]byte
 	}
 	fr := frame{seq: seq, payload: b[p:end], next: next}
 	if tailed {
-		if !allZero(b[end:align8(end)]) {
+		if !allZero(b[end:alignTail(end)]) {
 			return frame{}, frameBad, "nonzero padding before the record's tail"
 		}
-		fr.tail = b[align8(end):next:next]
+		fr.tail = b[alignTail(end):next:next]
 	}
 	return fr, frameOK, ""
 }

@@ -236,8 +236,9 @@ func (j *Journal) Append(payload []byte) error {
 // place (Tail) as long as the record is in the current segment: what a
 // record says of a thing that changes often (a counter), so that a change
 // costs a few stores instead of a record. The tail starts at a multiple of
-// 8 in the file, so that an aligned 8-byte store to it never tears (a
-// process killed leaves a word old or new); it is not covered by the
+// 32 in the file, so that an aligned 8-byte store to it never tears (a
+// process killed leaves a word old or new), and no 32-byte piece of it at
+// a multiple of 32 is split between two disk sectors; it is not covered by the
 // record's checksum, so recovery hands it to the replay as the file holds
 // it, and the caller's replay must be able to tell a tail written whole
 // from one cut by a crash (a check of its own; see table's tail slots).
@@ -262,9 +263,9 @@ func (j *Journal) appendTail(payload []byte, words int) (uint32, error) {
 	if j.closed {
 		return 0, ErrClosed
 	}
-	// A tail takes its words and at most 8 bytes more (its word count and
-	// padding) than a frame without one.
-	if most := j.maxPayload - 8*words - 8*min(words, 1); len(payload) > most {
+	// A tail takes its words and at most tailAlign bytes more (its word
+	// count and padding) than a frame without one.
+	if most := j.maxPayload - 8*words - tailAlign*min(words, 1); len(payload) > most {
 		with := ""
 		if words > 0 {
 			with = fmt.Sprintf(" with a tail of %d words", words)
@@ -318,7 +319,7 @@ func (j *Journal) appendTail(payload []byte, words int) (uint32, error) {
 // allocate; it is for the owner goroutine, like Append.
 func (j *Journal) Tail(epoch uint64, pos uint32, words int) []byte {
 	p, end := int64(pos), int64(pos)+8*int64(words)
-	if epoch != j.epoch || j.closed || p < headerSize || p%8 != 0 || words < 1 || words > maxTailWords || end > j.off {
+	if epoch != j.epoch || j.closed || p < headerSize || p%tailAlign != 0 || words < 1 || words > maxTailWords || end > j.off {
 		return nil
 	}
 	return j.cur.m[p:end:end]
