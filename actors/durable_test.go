@@ -301,43 +301,37 @@ func journalSize(s *System, i int) int64 {
 // nothing again; every count survives each restart, in every sync mode.
 func TestRepeatHitJournalBytes(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			clk := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-			cfg := Config{Shards: 1, DataDir: t.TempDir(), Clock: clk, SweepInterval: -1, JournalSync: mode}
-			s := startSystem(t, cfg)
+	inEverySyncMode(t, 1, func(t *testing.T, s *System, cfg Config) {
+		mustCheck(t, s, hit("alice", 1000))
+		mustCheck(t, s, hit("alice", 1000))
+		before := journalSize(s, 0)
+		for range 100 {
 			mustCheck(t, s, hit("alice", 1000))
+		}
+		if got := journalSize(s, 0) - before; got != 0 {
+			t.Fatalf("100 repeat hits took %d journal bytes, want 0 (their tail rewritten)", got)
+		}
+		s = restart(t, s, cfg)
+		records := journalRecords(s)
+		if d := mustCheck(t, s, hit("alice", 1000)); d.Count != 103 {
+			t.Fatalf("after a restart: count %d, want 103", d.Count)
+		}
+		mustCheck(t, s, hit("alice", 1000))
+		if got := journalRecords(s) - records; got != 2 {
+			t.Fatalf("the first two hits after a restart appended %d records, want 2", got)
+		}
+		before = journalSize(s, 0)
+		for range 50 {
 			mustCheck(t, s, hit("alice", 1000))
-			before := journalSize(s, 0)
-			for range 100 {
-				mustCheck(t, s, hit("alice", 1000))
-			}
-			if got := journalSize(s, 0) - before; got != 0 {
-				t.Fatalf("100 repeat hits took %d journal bytes, want 0 (their tail rewritten)", got)
-			}
-			s = restart(t, s, cfg)
-			records := journalRecords(s)
-			if d := mustCheck(t, s, hit("alice", 1000)); d.Count != 103 {
-				t.Fatalf("after a restart: count %d, want 103", d.Count)
-			}
-			mustCheck(t, s, hit("alice", 1000))
-			if got := journalRecords(s) - records; got != 2 {
-				t.Fatalf("the first two hits after a restart appended %d records, want 2", got)
-			}
-			before = journalSize(s, 0)
-			for range 50 {
-				mustCheck(t, s, hit("alice", 1000))
-			}
-			if got := journalSize(s, 0) - before; got != 0 {
-				t.Fatalf("50 repeat hits after the restart's first two took %d journal bytes, want 0", got)
-			}
-			s = restart(t, s, cfg)
-			if d := mustCheck(t, s, hit("alice", 1000)); d.Count != 155 {
-				t.Fatalf("after a second restart: count %d, want 155", d.Count)
-			}
-		})
-	}
+		}
+		if got := journalSize(s, 0) - before; got != 0 {
+			t.Fatalf("50 repeat hits after the restart's first two took %d journal bytes, want 0", got)
+		}
+		s = restart(t, s, cfg)
+		if d := mustCheck(t, s, hit("alice", 1000)); d.Count != 155 {
+			t.Fatalf("after a second restart: count %d, want 155", d.Count)
+		}
+	})
 }
 
 // TestCheckAllRolledBackIsNotJournaled: buckets whose later hits go into
@@ -346,39 +340,47 @@ func TestRepeatHitJournalBytes(t *testing.T) {
 // restart, in every sync mode.
 func TestCheckAllRolledBackIsNotJournaled(t *testing.T) {
 	t.Parallel()
+	inEverySyncMode(t, 4, func(t *testing.T, s *System, cfg Config) {
+		// A unit applies its checks shard by shard, in ascending order:
+		// global's shard before user-N's, so that global is counted
+		// before user-N denies the unit.
+		userID := "user-1"
+		for i := 1; shardOf(userID, cfg.Shards) <= shardOf("global", cfg.Shards); i++ {
+			userID = fmt.Sprint("user-", i)
+		}
+		user := table.Request{ID: userID, Policy: table.Policy{Scale: time.Hour, Limit: 4}, Hits: 1}
+		global := table.Request{ID: "global", Policy: table.Policy{Scale: time.Hour, Limit: 100}, Hits: 1}
+		for range 2 { // each a put, then a count with a tail
+			mustCheck(t, s, user)
+			mustCheck(t, s, global)
+		}
+		ctx := context.Background()
+		for i := range 6 { // 2 kept (the user's bucket reaches 4), 4 rolled back
+			_, ok, err := s.CheckAll(ctx, []table.Request{global, user})
+			if err != nil || ok != (i < 2) {
+				t.Fatalf("CheckAll %d: %v, %v; want allowed %v", i, ok, err, i < 2)
+			}
+		}
+		s = restart(t, s, cfg)
+		if got := peek(t, s, "global", 100); got != 4 {
+			t.Fatalf("global after a restart: count %d, want 4 (2 single checks, 2 units kept)", got)
+		}
+		if got := peek(t, s, userID, 4); got != 4 {
+			t.Fatalf("%s after a restart: count %d, want 4", userID, got)
+		}
+	})
+}
+
+// inEverySyncMode runs fn, in parallel subtests, on a System of shards
+// shards journaling with each sync mode, on a fake clock, without sweeps;
+// cfg is its Config, for restart.
+func inEverySyncMode(t *testing.T, shards int, fn func(t *testing.T, s *System, cfg Config)) {
 	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			clk := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-			cfg := Config{Shards: 4, DataDir: t.TempDir(), Clock: clk, SweepInterval: -1, JournalSync: mode}
-			s := startSystem(t, cfg)
-			// A unit applies its checks shard by shard, in ascending order:
-			// global's shard before user-N's, so that global is counted
-			// before user-N denies the unit.
-			userID := "user-1"
-			for i := 1; shardOf(userID, cfg.Shards) <= shardOf("global", cfg.Shards); i++ {
-				userID = fmt.Sprint("user-", i)
-			}
-			user := table.Request{ID: userID, Policy: table.Policy{Scale: time.Hour, Limit: 4}, Hits: 1}
-			global := table.Request{ID: "global", Policy: table.Policy{Scale: time.Hour, Limit: 100}, Hits: 1}
-			for range 2 { // each a put, then a count with a tail
-				mustCheck(t, s, user)
-				mustCheck(t, s, global)
-			}
-			ctx := context.Background()
-			for i := range 6 { // 2 kept (the user's bucket reaches 4), 4 rolled back
-				_, ok, err := s.CheckAll(ctx, []table.Request{global, user})
-				if err != nil || ok != (i < 2) {
-					t.Fatalf("CheckAll %d: %v, %v; want allowed %v", i, ok, err, i < 2)
-				}
-			}
-			s = restart(t, s, cfg)
-			if got := peek(t, s, "global", 100); got != 4 {
-				t.Fatalf("global after a restart: count %d, want 4 (2 single checks, 2 units kept)", got)
-			}
-			if got := peek(t, s, userID, 4); got != 4 {
-				t.Fatalf("%s after a restart: count %d, want 4", userID, got)
-			}
+			cfg := Config{Shards: shards, DataDir: t.TempDir(), Clock: clk, SweepInterval: -1, JournalSync: mode}
+			fn(t, startSystem(t, cfg), cfg)
 		})
 	}
 }

@@ -291,6 +291,14 @@ func frameLen(b []byte, off int64) (l uint64, k int, st frameStatus, reason stri
 	return l, k, frameOK, ""
 }
 
+// badTag says why the tag at b[at:] is not record seq's, or "" if it is.
+func badTag(b []byte, at int64, seq uint64) string {
+	if tag := le.Uint16(b[at:]); tag != uint16(seq) {
+		return fmt.Sprintf("record tag %#04x, want %#04x (sequence number %d)", tag, uint16(seq), seq)
+	}
+	return ""
+}
+
 // decodeFrame2 decodes the format-2 frame at b[off:], which must be record
 // seq (its number is not stored: its low 16 bits, the tag, are, and the
 // checksum covers all of it). Like decodeFrame it never reads outside b and
@@ -306,8 +314,8 @@ func decodeFrame2(b []byte, off int64, salt uint32, seq uint64, scratch *[8]byte
 	}
 	p := off + int64(k) + frame2Fixed
 	end := p + int64(l-1)
-	if tag := le.Uint16(b[off+int64(k):]); tag != uint16(seq) {
-		return frame{}, frameBad, fmt.Sprintf("record tag %#04x, want %#04x (sequence number %d)", tag, uint16(seq), seq)
+	if reason := badTag(b, off+int64(k), seq); reason != "" {
+		return frame{}, frameBad, reason
 	}
 	le.PutUint64(scratch[:], seq)
 	want := crc32.Update(crc32.Update(crc32.Update(salt, castagnoli, scratch[:]), castagnoli, b[off:off+int64(k)+2]), castagnoli, b[p:end])
@@ -415,8 +423,8 @@ func decodeFrame3(b []byte, off int64, salt uint32, seq uint64, scratch *[8]byte
 			return frame{}, frameBad, fmt.Sprintf("record tail of %d words runs past the end of the file", words)
 		}
 	}
-	if tag := le.Uint16(b[off+int64(k):]); tag != uint16(seq) {
-		return frame{}, frameBad, fmt.Sprintf("record tag %#04x, want %#04x (sequence number %d)", tag, uint16(seq), seq)
+	if reason := badTag(b, off+int64(k), seq); reason != "" {
+		return frame{}, frameBad, reason
 	}
 	le.PutUint64(scratch[:], seq)
 	crc := crc32.Update(crc32.Update(salt, castagnoli, scratch[:]), castagnoli, b[off:off+int64(k)+2])
