@@ -42,6 +42,12 @@ type cell struct {
 	modLo      uint32 // modified, likewise
 	idLen      uint16 // the id's length; 0: a free cell
 	hi         uint8  // bits 0-3: created>>32; 4-7: modified>>32
+	// tailNext is the slot of the bucket's tail (Table.homes) its next
+	// rewrite writes, 0 or 1. It is kept here, in the line the change
+	// writes anyway, and not in homes, which a repeat hit then only reads:
+	// a line written by every check moves between the cores that serve the
+	// shard in turn.
+	tailNext uint8
 	// id is the id when idLen <= inlineID, else its handle in the arena
 	// (handleBytes bytes, little-endian).
 	id [inlineID]byte
@@ -49,7 +55,7 @@ type cell struct {
 
 // inlineID is the longest id a cell holds itself: an IPv4 address in text
 // (15 bytes) and most user ids and short keys fit.
-const inlineID = 17
+const inlineID = 16
 
 // handleBytes is the size of an arena handle kept in a cell: 40 bits.
 const handleBytes = 5

@@ -58,10 +58,6 @@ func tailCheck(count, aux, gen uint64, mod int64) uint64 {
 	return h >> modBits
 }
 
-// A home, as Table.homes keeps it, is the tail's position (a multiple of
-// 8) with, in its low bit, the slot the next rewrite writes.
-const homeNext = 1
-
 // tailState is one slot of a tail.
 type tailState struct {
 	count, aux, gen, stamp uint64
@@ -177,14 +173,13 @@ func (t *Table) rewrite(l TailLog, i uint32, c *cell) bool {
 	if int(i) >= len(t.homes) || t.homes[i] == 0 {
 		return false
 	}
-	h := t.homes[i]
-	tail := l.Tail(t.homeEpoch, h&^homeNext, tailWords)
-	if tail == nil || !writeTail(tail, c, int(h&homeNext), t.rewrites+1) {
+	tail := l.Tail(t.homeEpoch, t.homes[i], tailWords)
+	if tail == nil || !writeTail(tail, c, int(c.tailNext&1), t.rewrites+1) {
 		t.homes[i] = 0
 		return false
 	}
 	t.rewrites++
-	t.homes[i] = h ^ homeNext
+	t.slots.mut(i).tailNext ^= 1
 	return true
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // memLog is a TailLog in memory, as a journal of format 3 behaves: records
@@ -495,5 +496,53 @@ func TestTailPowerLoss(t *testing.T) {
 				t.Fatalf("%d rewrites after the msync, slots mixed %02b: count %d, want 7 to %d", more, mix, got, 7+more)
 			}
 		}
+	}
+}
+
+// TestRewriteWritesFewLines: a repeat hit on a bucket with a home writes
+// its cell, its tail and the table's line of the latest time, nothing
+// else: the home (Table.homes) is only read, which slot comes next is in
+// the cell, and the counter of rewrites is on the line of Table.nowNs
+// (cache lines of 64 bytes, from the Table's start: the allocator places
+// an object of its size at a multiple of 64). A line written by every
+// check moves between the cores that serve a shard in turn, under its
+// lock.
+func TestRewriteWritesFewLines(t *testing.T) {
+	t.Parallel()
+	var x Table
+	if a, b := unsafe.Offsetof(x.nowNs)/64, unsafe.Offsetof(x.rewrites)/64; a != b {
+		t.Fatalf("nowNs at %#x and rewrites at %#x: on lines %d and %d, want one", unsafe.Offsetof(x.nowNs), unsafe.Offsetof(x.rewrites), a, b)
+	}
+	tb := New(Config{TrackChanges: true})
+	l := newMemLog()
+	ids := []string{"a", "b", "c"}
+	r := Request{Policy: Policy{Scale: time.Hour, Limit: 1 << 40}, Hits: 1}
+	ms := int64(1)
+	for range 2 { // each bucket's put, then its count with a tail
+		for _, id := range ids {
+			r.ID = id
+			tb.Apply(r, at(ms))
+			changesTo(t, tb, l)
+		}
+	}
+	homes := slices.Clone(tb.homes)
+	if len(homes) < len(ids) || slices.Contains(homes[:len(ids)], 0) {
+		t.Fatalf("homes %v: want one for each of the %d buckets (slots 0 to %d)", homes, len(ids), len(ids)-1)
+	}
+	for i := range 100 {
+		ms++
+		r.ID = ids[i%len(ids)]
+		tb.Apply(r, at(ms))
+		changesTo(t, tb, l)
+		if !slices.Equal(tb.homes, homes) {
+			t.Fatalf("rewrite %d changed homes from %v to %v", i+1, homes, tb.homes)
+		}
+	}
+	if len(l.recs) != 2*len(ids) {
+		t.Fatalf("%d records, want %d (a put and a count per bucket)", len(l.recs), 2*len(ids))
+	}
+	got, want := snapshotOf(l.replay(t, at(ms)), at(ms)), snapshotOf(tb, at(ms))
+	if !slices.Equal(got, want) {
+		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
 	}
 }
