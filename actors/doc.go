@@ -15,8 +15,9 @@
 // processes) to one of Config.Shards shards. Whoever holds a shard's lock
 // serves it: decides a batch of checks on its table with one reading of the
 // clock, appends the batch's changes to the shard's journal as one record
-// (a batch of one bucket whose journal record has a tail, most of them,
-// writes its new state into that tail in place instead: table.ChangesTo),
+// (a bucket whose journal record has a tail, most of them, has its new
+// state written into that tail in place instead, and a bucket the journal
+// holds without one gets a record of its own with a tail: table.ChangesTo),
 // and only then answers. A caller that finds the lock free serves its own
 // check, with any checks queued meanwhile, on its own goroutine: no
 // hand-off, no allocation, no pooled call and no channel; alone, its check

@@ -92,6 +92,42 @@ func BenchmarkCheckJournal(b *testing.B) {
 	}
 }
 
+// BenchmarkBatchJournal measures CheckEach of batches of 10 requests (an
+// HTTP batch, a pipeline's) over 1k keys from 64 goroutines per proc with
+// a journal (sync=interval), each key hit again and again: checks/s and
+// the journal bytes written per check.
+func BenchmarkBatchJournal(b *testing.B) {
+	reqs := benchRequests()
+	s, _ := benchSystem(b, "interval")
+	ctx := context.Background()
+	var next atomic.Uint64
+	b.SetParallelism(64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		decs := make([]table.Decision, 10)
+		for pb.Next() {
+			i := int(next.Add(10) % benchKeys)
+			batch := reqs[i:min(i+10, benchKeys)]
+			if err := s.CheckEach(ctx, batch, decs[:len(batch)]); err != nil {
+				b.Errorf("CheckEach: %v", err)
+			}
+		}
+	})
+	b.StopTimer()
+	checks := float64(b.N) * 10
+	b.ReportMetric(checks/b.Elapsed().Seconds(), "checks/s")
+	if s.Stats().Snapshots == 0 { // else Size counts from the last one
+		var bytes int64
+		for _, sh := range s.shards {
+			sh.mu.Lock()
+			bytes += sh.j.Size()
+			sh.mu.Unlock()
+		}
+		b.ReportMetric(float64(bytes)/checks, "journal-B/check")
+	}
+}
+
 // BenchmarkRecovery measures Start on a data directory holding n live
 // buckets in 8 shards: a snapshot of most of them plus segments holding
 // the rest (one record per bucket, as after a compaction), replayed in

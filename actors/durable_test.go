@@ -334,6 +334,57 @@ func TestRepeatHitJournalBytes(t *testing.T) {
 	})
 }
 
+// TestBatchedRepeatHitJournalBytes: buckets that only ever come in
+// batches of several (CheckEach) get homes too: the first batch appends
+// their puts (a record per shard), the second a count with a tail for each
+// bucket, and the next batches nothing; every count is exact after a
+// restart, after which the same holds again. In every sync mode.
+func TestBatchedRepeatHitJournalBytes(t *testing.T) {
+	t.Parallel()
+	inEverySyncMode(t, 2, func(t *testing.T, s *System, cfg Config) {
+		var reqs []table.Request
+		shards := map[int]bool{}
+		for i := range 8 {
+			id := fmt.Sprint("batched-", i)
+			shards[shardOf(id, cfg.Shards)] = true
+			reqs = append(reqs, hit(id, 1000))
+		}
+		decs := make([]table.Decision, len(reqs))
+		round := 0
+		// rounds runs n CheckEach of reqs, each hit admitted with the
+		// count of its round, which must append want records in all.
+		rounds := func(n, want int, what string) {
+			t.Helper()
+			records := journalRecords(s)
+			for range n {
+				round++
+				if err := s.CheckEach(context.Background(), reqs, decs); err != nil {
+					t.Fatalf("CheckEach %d: %v", round, err)
+				}
+				for i, d := range decs {
+					if !d.Allowed || d.Count != int64(round) {
+						t.Fatalf("CheckEach %d, %s: %+v, want allowed with count %d", round, reqs[i].ID, d, round)
+					}
+				}
+			}
+			if got := journalRecords(s) - records; got != uint64(want) {
+				t.Fatalf("%s appended %d records, want %d", what, got, want)
+			}
+		}
+		for restarts := range 2 {
+			rounds(1, len(shards), fmt.Sprintf("after %d restarts, the first CheckEach (puts, a record per shard)", restarts))
+			rounds(1, len(reqs), fmt.Sprintf("after %d restarts, the second CheckEach (a count with a tail per bucket)", restarts))
+			before := journalSize(s, 0) + journalSize(s, 1)
+			rounds(20, 0, fmt.Sprintf("after %d restarts, 20 more CheckEach", restarts))
+			if got := journalSize(s, 0) + journalSize(s, 1) - before; got != 0 {
+				t.Fatalf("20 more CheckEach of %d buckets took %d journal bytes, want 0 (their tails rewritten)", len(reqs), got)
+			}
+			s = restart(t, s, cfg)
+		}
+		rounds(1, len(shards), "after 2 restarts, the first CheckEach")
+	})
+}
+
 // TestCheckAllRolledBackIsNotJournaled: buckets whose later hits go into
 // their journal records' tails (single checks first) take the hits of
 // CheckAll units that are kept, and none of those rolled back, across a

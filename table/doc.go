@@ -40,7 +40,7 @@
 // bucket by id in about one memory access, the key then compared in full.
 // A bucket's state is a 56-byte cell in a paged slab, without a pointer:
 // count, aux, its stamps in ms after its window's start, its window, the
-// links of its window's list and its id, if it is of at most 17 bytes (an
+// links of its window's list and its id, if it is of at most 16 bytes (an
 // IPv4 address, most user ids), so that finding a bucket touches its
 // index entry and its cell only; a longer id lives in an arena of 64 KiB
 // chunks per id length (no string header, no allocation per id; a deleted

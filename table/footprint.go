@@ -6,7 +6,7 @@ import "unsafe"
 type Footprint struct {
 	Buckets int // the buckets in the table, expired or not
 	// Slab is the buckets' cells, 56 bytes each: counters, stamps, the
-	// key (window, and the id itself if it is of at most 17 bytes, else
+	// key (window, and the id itself if it is of at most 16 bytes, else
 	// its handle in the arena) and the links of the window lists that
 	// keep the table in window order.
 	Slab int64
@@ -16,7 +16,7 @@ type Footprint struct {
 	// Windows is the windows and the limits (groups): their lists and the
 	// index of limits by expiry.
 	Windows int64
-	// IDs is the id arena: the bytes of the ids longer than 17 bytes,
+	// IDs is the id arena: the bytes of the ids longer than 16 bytes,
 	// back to back by length.
 	IDs int64
 	// Other is the rest: free lists, change tracking, the table itself.

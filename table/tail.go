@@ -106,13 +106,17 @@ func writeTail(tail []byte, c *cell, k int, gen uint64) bool {
 }
 
 // ChangesTo is Changes writing to l: each record Changes would pass to its
-// fn goes to l.Append, but for a batch that changed one bucket the journal
-// holds already and deleted none (a repeat hit, most batches), whose
-// record l appends with a tail (the bucket's home), and for a bucket with
-// a home, whose state is written into its tail instead of a record. From the first call on, the table
-// keeps l and writes such a bucket's change into its home as it makes it,
-// outside a unit (Begin), so that ChangesTo has nothing to do for it.
-// Errors are as Changes's: what l did not take stays for the next call.
+// fn goes to l.Append, but for a bucket the journal holds already (a
+// repeat hit), in a batch of one bucket or of many, whose change l
+// appends in a record of its own with a tail (the bucket's home), and for
+// a bucket with a home, whose state is written into its tail instead of a
+// record. From the first call on, the table keeps l and writes such a
+// bucket's change into its home as it makes it, outside a unit (Begin),
+// so that ChangesTo has nothing to do for it. A unit's changes may so
+// take several records: a process killed between two of them recovers
+// part of a unit that was never answered, which counts hits, never admits
+// more. Errors are as Changes's: what l did not take stays for the next
+// call.
 func (t *Table) ChangesTo(l TailLog) error {
 	if t.log != l {
 		t.log = l
@@ -127,7 +131,38 @@ func (t *Table) ChangesTo(l TailLog) error {
 	if len(t.deleted) == 0 && len(t.changed) == 1 {
 		return t.changedOneTail(l)
 	}
+	if err := t.homeAll(l); err != nil {
+		return err
+	}
 	return t.changes(l.Append, l)
+}
+
+// homeAll is ChangesTo's first pass over a batch of several buckets: each
+// bucket the journal holds is written into its home, or gets one (a record
+// of its own with a tail), and leaves t.changed; the rest (new buckets,
+// and those whose record could not be appended) stay for changes. So a
+// bucket that only ever comes in batches (a loaded shard's, a pipeline's)
+// journals one record per segment, as one checked alone does, and not a
+// count per batch. A bucket needs a tail to have a home whether or not
+// other buckets come with it.
+func (t *Table) homeAll(l TailLog) error {
+	kept := t.changed[:0]
+	for k, it := range t.changed {
+		i := it.slot()
+		if !t.bound(i) {
+			kept = append(kept, it)
+			continue
+		}
+		if !t.rewrite(l, i, t.slots.cell(i)) {
+			if err := t.homeRecord(l, it); err != nil {
+				t.changed = append(kept, t.changed[k:]...)
+				return err
+			}
+		}
+		t.dirty[i/64] &^= 1 << (i % 64)
+	}
+	t.changed = kept
+	return nil
 }
 
 // changedOneTail is ChangesTo for a batch that changed one bucket: its
@@ -141,29 +176,35 @@ func (t *Table) changedOneTail(l TailLog) error {
 	if !t.bound(i) {
 		return t.changes(l.Append, l)
 	}
-	c := t.slots.cell(i)
-	if t.rewrite(l, i, c) {
-		t.dirty[i/64] &^= 1 << (i % 64)
-		t.changed = t.changed[:0]
-		return nil
+	if !t.rewrite(l, i, t.slots.cell(i)) {
+		if err := t.homeRecord(l, it); err != nil {
+			return err // the change stays, for the next call
+		}
 	}
+	t.dirty[i/64] &^= 1 << (i % 64)
+	t.changed = t.changed[:0]
+	return nil
+}
+
+// homeRecord appends the change of it, a bucket the journal holds and
+// without a home, as its count with a tail, which becomes its home.
+func (t *Table) homeRecord(l TailLog, it item) error {
+	i := it.slot()
 	w := &t.w
 	w.reset2(t.rec)
-	w.deltaCell(refOf(i), t.byID[it.gid()].key.alg.gcra(), c)
+	w.deltaCell(refOf(i), t.byID[it.gid()].key.alg.gcra(), t.slots.cell(i))
 	t.rec = w.b
 	t.unhome(i)
 	epoch, pos, err := l.AppendTail(w.b, tailWords)
 	if err != nil {
-		return err // the change stays, for the next call
+		return err
 	}
 	if epoch != t.homeEpoch { // the append rolled to a new segment
 		clear(t.homes)
 		t.homeEpoch = epoch
 	}
 	t.setHome(i, pos)
-	t.dirty[i/64] &^= 1 << (i % 64)
 	t.bind(i)
-	t.changed = t.changed[:0]
 	return nil
 }
 

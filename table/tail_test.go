@@ -72,6 +72,17 @@ func (l *memLog) replay(t *testing.T, now time.Time) *Table {
 	return tb
 }
 
+// withEachAlgorithm runs fn in a parallel subtest for each algorithm,
+// with a table that tracks its changes and an empty memLog.
+func withEachAlgorithm(t *testing.T, fn func(t *testing.T, alg Algorithm, tb *Table, l *memLog)) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, LeakyBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			fn(t, alg, New(Config{TrackChanges: true}), newMemLog())
+		})
+	}
+}
+
 func changesTo(t *testing.T, tb *Table, l *memLog) {
 	t.Helper()
 	if err := tb.ChangesTo(l); err != nil {
@@ -86,33 +97,28 @@ func changesTo(t *testing.T, tb *Table, l *memLog) {
 // aux, stamps), for every algorithm.
 func TestChangesToTails(t *testing.T) {
 	t.Parallel()
-	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, LeakyBucket} {
-		t.Run(alg.String(), func(t *testing.T) {
-			t.Parallel()
-			tb := New(Config{TrackChanges: true})
-			l := newMemLog()
-			r := Request{ID: "u", Policy: Policy{Scale: 10 * time.Second, Limit: 1000, Algorithm: alg}, Hits: 1}
-			ms := int64(0)
-			for i := range 300 {
-				ms += 7
-				r.ID = fmt.Sprint("u", i%3)
-				tb.Apply(r, at(ms))
-				changesTo(t, tb, l)
-				if len(l.recs) != min(i+1, 6) {
-					t.Fatalf("after %d single-bucket batches: %d records, want %d", i+1, len(l.recs), min(i+1, 6))
-				}
+	withEachAlgorithm(t, func(t *testing.T, alg Algorithm, tb *Table, l *memLog) {
+		r := Request{ID: "u", Policy: Policy{Scale: 10 * time.Second, Limit: 1000, Algorithm: alg}, Hits: 1}
+		ms := int64(0)
+		for i := range 300 {
+			ms += 7
+			r.ID = fmt.Sprint("u", i%3)
+			tb.Apply(r, at(ms))
+			changesTo(t, tb, l)
+			if len(l.recs) != min(i+1, 6) {
+				t.Fatalf("after %d single-bucket batches: %d records, want %d", i+1, len(l.recs), min(i+1, 6))
 			}
-			for i, tail := range l.tails {
-				if (tail != nil) != (i >= 3) {
-					t.Fatalf("record %d has a tail %v, want one on the counts (records 3 to 5) only", i, tail != nil)
-				}
+		}
+		for i, tail := range l.tails {
+			if (tail != nil) != (i >= 3) {
+				t.Fatalf("record %d has a tail %v, want one on the counts (records 3 to 5) only", i, tail != nil)
 			}
-			got, want := snapshotOf(l.replay(t, at(ms)), at(ms)), snapshotOf(tb, at(ms))
-			if !slices.Equal(got, want) {
-				t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
-			}
-		})
-	}
+		}
+		got, want := snapshotOf(l.replay(t, at(ms)), at(ms)), snapshotOf(tb, at(ms))
+		if !slices.Equal(got, want) {
+			t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
+		}
+	})
 }
 
 // TestChangesToEpoch: after the journal's epoch changes (a roll), a
@@ -162,9 +168,9 @@ func TestChangesToEpoch(t *testing.T) {
 }
 
 // TestChangesToBatches: a batch of several buckets rewrites the tails of
-// those that have one and writes the others in one record without a tail,
-// which is their latest from then on (their next single batch writes a
-// record with a tail again); deletions and window moves drop a home.
+// those that have one and writes the new ones (their puts) in one record
+// without a tail, their latest from then on (their next batch writes a
+// record with a tail); deletions and window moves drop a home.
 func TestChangesToBatches(t *testing.T) {
 	t.Parallel()
 	tb := New(Config{TrackChanges: true})
@@ -545,4 +551,88 @@ func TestRewriteWritesFewLines(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
 	}
+}
+
+// TestChangesToBatchHomes: in a batch of several buckets, each bucket the
+// journal holds gets a record of its own with a tail (its home), whatever
+// comes with it (new buckets, a deletion, in one record without a tail);
+// the next batches of the same buckets append nothing. An append that
+// fails midway leaves the batch's remaining changes for the next call,
+// and the replay is exact after every step, for every algorithm.
+func TestChangesToBatchHomes(t *testing.T) {
+	t.Parallel()
+	withEachAlgorithm(t, func(t *testing.T, alg Algorithm, tb *Table, l *memLog) {
+		req := func(id string) Request {
+			return Request{ID: id, Policy: Policy{Scale: time.Minute, Limit: 1000, Algorithm: alg}, Hits: 1}
+		}
+		ids := []string{"a", "b", "c", "d"}
+		ms := int64(1)
+		batch := func(ids ...string) {
+			t.Helper()
+			ms += 100 // a leaky bucket of 1000 a minute admits one each 60 ms
+			for _, id := range ids {
+				tb.Apply(req(id), at(ms))
+			}
+		}
+		exact := func(step string) {
+			t.Helper()
+			if got, want := snapshotOf(l.replay(t, at(ms)), at(ms)), snapshotOf(tb, at(ms)); !slices.Equal(got, want) {
+				t.Fatalf("%s: replayed:\n%q\nwant\n%q", step, got, want)
+			}
+		}
+		batch(ids...)
+		changesTo(t, tb, l)
+		if len(l.recs) != 1 || l.tails[0] != nil {
+			t.Fatalf("the first batch: %d records, want 1 without a tail (the puts)", len(l.recs))
+		}
+		exact("the puts")
+		refs := map[string]uint64{}
+		for _, d := range decodeAll(t, l.recs[0]) {
+			refs[d.slot.id] = d.ref
+		}
+
+		// a, b and c again, with a new bucket e and d reset (a
+		// deletion): a record with a tail for each of a, b and c,
+		// then one without for the drop and e's put.
+		if n := tb.Reset(req("d"), at(ms)); n != 1 {
+			t.Fatalf("Reset: %d, want 1", n)
+		}
+		batch("a", "b", "c", "e")
+		changesTo(t, tb, l)
+		if len(l.recs) != 5 {
+			t.Fatalf("the second batch: %d records in all, want 5: %+v", len(l.recs), decodeAll(t, l.recs[1:]...))
+		}
+		for k, id := range []string{"a", "b", "c"} {
+			ds := decodeAll(t, l.recs[1+k])
+			if l.tails[1+k] == nil || len(ds) != 1 || ds[0].ref != refs[id] || refs[id] == 0 {
+				t.Fatalf("record %d: %+v (tail %v), want %s's count alone with a tail", 1+k, ds, l.tails[1+k] != nil, id)
+			}
+		}
+		if l.tails[4] != nil || len(decodeAll(t, l.recs[4])) != 2 {
+			t.Fatalf("record 4: %+v, want d's drop and e's put, without a tail", decodeAll(t, l.recs[4]))
+		}
+		exact("homes given in a batch")
+
+		for range 20 { // rewritten in place: nothing appended
+			batch("a", "b", "c")
+			changesTo(t, tb, l)
+		}
+		if len(l.recs) != 5 {
+			t.Fatalf("after 20 batches of buckets with homes: %d records, want 5", len(l.recs))
+		}
+		exact("homes rewritten")
+
+		// e (held, no home) and a new bucket f, the append of e's
+		// count failing: nothing is lost; the next call writes both.
+		batch("e", "f", "a")
+		l.fail = errors.New("disk full")
+		if err := tb.ChangesTo(l); err == nil || tb.Pending() != 2 {
+			t.Fatalf("ChangesTo with a failing append: %v, %d pending; want the error and 2 (e and f)", err, tb.Pending())
+		}
+		changesTo(t, tb, l)
+		if len(l.recs) != 7 || l.tails[5] == nil || l.tails[6] != nil || tb.Pending() != 0 {
+			t.Fatalf("%d records, %d pending; want 7 (e's count with a tail, f's put) and 0", len(l.recs), tb.Pending())
+		}
+		exact("after a failed append")
+	})
 }

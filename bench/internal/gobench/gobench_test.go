@@ -310,7 +310,7 @@ func TestPlan(t *testing.T) {
 				t.Errorf("args %v", args)
 			}
 		}
-		for _, f := range []string{FamApply, FamApplyAlgorithms, FamDeleteExpired, FamCheck, FamCheckJournal, FamShardSharing, FamRecovery, FamJournalGrowth, FamMiddleware, FamProxy, FamMatch, FamKey, FamClientIP} {
+		for _, f := range []string{FamApply, FamApplyAlgorithms, FamDeleteExpired, FamCheck, FamCheckJournal, FamShardSharing, FamBatchJournal, FamRecovery, FamJournalGrowth, FamMiddleware, FamProxy, FamMatch, FamKey, FamClientIP} {
 			if !titles[f] {
 				t.Errorf("short=%v: no family %s", short, f)
 			}

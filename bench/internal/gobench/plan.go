@@ -11,6 +11,7 @@ const (
 	FamCheckJournal    = "BenchmarkCheckJournal"
 	FamLimiter         = "BenchmarkLimiter"
 	FamShardSharing    = "BenchmarkShardSharing"
+	FamBatchJournal    = "BenchmarkBatchJournal"
 	FamRecovery        = "BenchmarkRecovery"
 	FamJournalGrowth   = "BenchmarkJournalGrowth"
 	FamMiddleware      = "BenchmarkMiddlewareOverhead"
@@ -84,6 +85,10 @@ func Plan(short bool) []Invocation {
 		inv("./actors/", "^BenchmarkShardSharing$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
 			Title: FamShardSharing, Top: []string{"BenchmarkShardSharing"}, Primary: "checks/s",
 			What: "`actors.System.Check` at 1k keys from GOMAXPROCS goroutines, without a journal and with the default one, in alternating rounds of 16,384 checks: each goroutine checking only the keys of its own shards (`own-checks/s`), or all of them (`checks/s`, in one order from nearby points: the worst case, where the other core wrote last nearly every line a check takes); `x-own` is the median over the rounds of the second's checks/s ÷ the first's, what a check pays for the lines of its shard that another core wrote last.",
+		}),
+		inv("./actors/", "^BenchmarkBatchJournal$", pick(mode{"1s", 3}, mode{"100x", 1}), 10*time.Minute, Family{
+			Title: FamBatchJournal, Top: []string{"BenchmarkBatchJournal"}, Primary: "checks/s",
+			What: "`actors.System.CheckEach` of batches of 10 requests (an HTTP batch's, a pipeline's) over 1k keys, 64 goroutines per proc, journaling with `sync=interval`: checks/s and the journal bytes written per check, every key hit again and again (a bucket the journal holds gets a record with a tail in a batch as when checked alone, and its later hits rewrite that tail).",
 		}),
 		inv("./actors/", "^BenchmarkRecovery$", pick(mode{"1x", 3}, mode{"1x", 1}), 10*time.Minute, Family{
 			Title: FamRecovery, Top: []string{"BenchmarkRecovery"}, Primary: "buckets/s",
