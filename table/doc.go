@@ -78,13 +78,13 @@
 // deletions): the full state the first time a bucket is written, binding a
 // reference to it, and then only its new count (and TAT) under that
 // reference, a few bytes. ChangesTo writes to a journal whose records may
-// carry a tail (a TailLog, journal.Journal's format 3): a batch that
-// changed one bucket the journal holds (a repeat hit) appends its count
-// with a tail, its home, and later changes of the bucket are written into
-// the home in place, two slots taken in turn with a generation and a
-// check each, so that a process killed in the middle of a rewrite leaves
-// the previous state whole; no record at all, until the journal moves to
-// a new segment. RestoreTail applies a record with its tail. Every entry
+// carry a tail (a TailLog, journal.Journal's format 3): a bucket the
+// journal holds (a repeat hit), alone in its batch or with others, has its
+// count appended in a record of its own with a tail, its home, and later
+// changes of the bucket are written into the home in place, two slots
+// taken in turn with a generation and a check each, so that a process
+// killed in the middle of a rewrite leaves the previous state whole; no
+// record at all, until the journal moves to a new segment. RestoreTail applies a record with its tail. Every entry
 // sets a state rather than adding to one, so a journal replaying them in
 // order is idempotent; record.go
 // specifies both formats, the one written before references included,
