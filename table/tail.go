@@ -116,7 +116,9 @@ func writeTail(tail []byte, c *cell, k int, gen uint64) bool {
 // take several records: a process killed between two of them recovers
 // part of a unit that was never answered, which counts hits, never admits
 // more. Errors are as Changes's: what l did not take stays for the next
-// call.
+// call. l must be the same log at every call, as the references bound and
+// the homes are its (a table recovered from a journal goes on writing to
+// it; a new journal needs a new table).
 func (t *Table) ChangesTo(l TailLog) error {
 	if t.log != l {
 		t.log = l

@@ -148,48 +148,101 @@ func TestE2EFlippedByteInTheNewestSegment(t *testing.T) {
 // count per bucket, not by a record per hit.
 func TestE2ERepeatHitsSurviveSIGKILL(t *testing.T) {
 	t.Parallel()
+	inBothSyncModes(t, func(t *testing.T, dir string, scale int64, flags []string) {
+		d := startDaemon(t, flags...)
+		ids := []string{"hot-a", "hot-b", "hot-c", "hot-d"}
+		for round := range 40 {
+			for _, id := range ids {
+				if r := d.check(t, id, scale, 1000, 1); r.status != http.StatusOK {
+					t.Fatalf("round %d, %s: got %v, want 200", round, id, r)
+				}
+			}
+		}
+		if records, _ := recordsOnDisk(t, dir); records != 2*len(ids) {
+			t.Fatalf("%d records for %d buckets hit 40 times each, want %d (a put and a count with a tail each)", records, len(ids), 2*len(ids))
+		}
+		d = killAndCount(t, d, flags, ids, scale, 40)
+		for range 25 {
+			for _, id := range ids {
+				d.check(t, id, scale, 1000, 1)
+			}
+		}
+		killAndCount(t, d, flags, ids, scale, 65)
+	})
+}
+
+// TestE2EBatchedHitsSurviveSIGKILL: the built daemon, hit by HTTP batches
+// (POST /check_rate with a JSON array, decided as one unit) of the same 4
+// buckets 40 times, journals their puts (a record per shard touched) and
+// then one count with a tail per bucket, nothing more: every later batch
+// rewrites the tails. After SIGKILL every count is exact, and again after
+// 25 more batches and a second SIGKILL.
+func TestE2EBatchedHitsSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
+	inBothSyncModes(t, func(t *testing.T, dir string, scale int64, flags []string) {
+		d := startDaemon(t, flags...)
+		ids := []string{"batch-a", "batch-b", "batch-c", "batch-d"}
+		var items []string
+		for _, id := range ids {
+			items = append(items, fmt.Sprintf(`{"id":%q,"scale":%d,"limit":1000}`, id, scale))
+		}
+		batch := "[" + strings.Join(items, ",") + "]"
+		send := func(n int) {
+			t.Helper()
+			for round := range n {
+				if r, _ := d.do(t, http.MethodPost, "/check_rate", "application/json", strings.NewReader(batch)); r.status != http.StatusOK {
+					t.Fatalf("batch %d: got %v, want 200", round, r)
+				}
+			}
+		}
+		send(40)
+		if records, shards := recordsOnDisk(t, dir); records != shards+len(ids) {
+			t.Fatalf("%d records for %d buckets hit in 40 batches, want %d (the puts, a record per shard, and a count with a tail per bucket)", records, len(ids), shards+len(ids))
+		}
+		d = killAndCount(t, d, flags, ids, scale, 40)
+		send(25)
+		killAndCount(t, d, flags, ids, scale, 65)
+	})
+}
+
+// inBothSyncModes runs fn in a parallel subtest for the default sync mode
+// (interval) and for none, each with its data directory, a window that
+// does not end in the next minute, and the daemon's flags for both.
+func inBothSyncModes(t *testing.T, fn func(t *testing.T, dir string, scale int64, flags []string)) {
 	for _, sync := range []string{"interval", "none"} {
 		t.Run(sync, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			scale := stableScaleMs(time.Now())
-			flags := []string{"--data-dir", dir, "--shards", "2", "--journal-sync", sync}
-			d := startDaemon(t, flags...)
-			ids := []string{"hot-a", "hot-b", "hot-c", "hot-d"}
-			for round := range 40 {
-				for _, id := range ids {
-					if r := d.check(t, id, scale, 1000, 1); r.status != http.StatusOK {
-						t.Fatalf("round %d, %s: got %v, want 200", round, id, r)
-					}
-				}
-			}
-			records := 0
-			segs, _ := filepath.Glob(filepath.Join(dir, "shard-*", "seg-*.log"))
-			for _, seg := range segs {
-				records += len(recordOffsets(t, seg))
-			}
-			if records != 2*len(ids) {
-				t.Fatalf("%d records for %d buckets hit 40 times each, want %d (a put and a count with a tail each)", records, len(ids), 2*len(ids))
-			}
-			d.kill()
-			d = startDaemon(t, flags...)
-			for _, id := range ids {
-				if got := d.peekCount(t, id, scale, 1000); got != 40 {
-					t.Fatalf("%s after SIGKILL: count %d, want 40", id, got)
-				}
-			}
-			for range 25 {
-				for _, id := range ids {
-					d.check(t, id, scale, 1000, 1)
-				}
-			}
-			d.kill()
-			d = startDaemon(t, flags...)
-			for _, id := range ids {
-				if got := d.peekCount(t, id, scale, 1000); got != 65 {
-					t.Fatalf("%s after a second SIGKILL: count %d, want 65", id, got)
-				}
-			}
+			fn(t, dir, stableScaleMs(time.Now()), []string{"--data-dir", dir, "--shards", "2", "--journal-sync", sync})
 		})
 	}
+}
+
+// recordsOnDisk counts the records in the journal segments under dir, and
+// the shards whose segments hold any.
+func recordsOnDisk(t *testing.T, dir string) (records, shards int) {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(dir, "shard-*", "seg-*.log"))
+	seen := map[string]bool{}
+	for _, seg := range segs {
+		if n := len(recordOffsets(t, seg)); n > 0 {
+			seen[filepath.Dir(seg)] = true
+			records += n
+		}
+	}
+	return records, len(seen)
+}
+
+// killAndCount SIGKILLs d, starts the daemon again with flags and checks
+// that each of ids (limit 1000) has count want; it returns the new daemon.
+func killAndCount(t *testing.T, d *daemon, flags, ids []string, scale, want int64) *daemon {
+	t.Helper()
+	d.kill()
+	d = startDaemon(t, flags...)
+	for _, id := range ids {
+		if got := d.peekCount(t, id, scale, 1000); got != want {
+			t.Fatalf("%s after SIGKILL: count %d, want %d", id, got, want)
+		}
+	}
+	return d
 }
