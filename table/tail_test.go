@@ -72,6 +72,15 @@ func (l *memLog) replay(t *testing.T, now time.Time) *Table {
 	return tb
 }
 
+// replaysAs checks that the log's records, replayed with their tails into
+// a new table, give every bucket of tb exactly as tb has it at now.
+func (l *memLog) replaysAs(t *testing.T, tb *Table, now time.Time) {
+	t.Helper()
+	if got, want := snapshotOf(l.replay(t, now), now), snapshotOf(tb, now); !slices.Equal(got, want) {
+		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
+	}
+}
+
 // withEachAlgorithm runs fn in a parallel subtest for each algorithm,
 // with a table that tracks its changes and an empty memLog.
 func withEachAlgorithm(t *testing.T, fn func(t *testing.T, alg Algorithm, tb *Table, l *memLog)) {
@@ -114,10 +123,7 @@ func TestChangesToTails(t *testing.T) {
 				t.Fatalf("record %d has a tail %v, want one on the counts (records 3 to 5) only", i, tail != nil)
 			}
 		}
-		got, want := snapshotOf(l.replay(t, at(ms)), at(ms)), snapshotOf(tb, at(ms))
-		if !slices.Equal(got, want) {
-			t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
-		}
+		l.replaysAs(t, tb, at(ms))
 	})
 }
 
@@ -150,9 +156,7 @@ func TestChangesToEpoch(t *testing.T) {
 	if s := newestSlot(l.tails[1]); s < 0 || tailSlotAt(l.tails[1], s).count != 5 {
 		t.Fatalf("the first tail: newest slot %d, want one holding 5", s)
 	}
-	if got, want := snapshotOf(l.replay(t, at(20)), at(20)), snapshotOf(tb, at(20)); !slices.Equal(got, want) {
-		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
-	}
+	l.replaysAs(t, tb, at(20))
 	l.roll()
 	l.noTail = true
 	for i := range 3 {
@@ -162,9 +166,7 @@ func TestChangesToEpoch(t *testing.T) {
 	if len(l.recs) != 6 {
 		t.Fatalf("%d records, want 6 (one per batch without tails)", len(l.recs))
 	}
-	if got, want := snapshotOf(l.replay(t, at(40)), at(40)), snapshotOf(tb, at(40)); !slices.Equal(got, want) {
-		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
-	}
+	l.replaysAs(t, tb, at(40))
 }
 
 // TestChangesToBatches: a batch of several buckets rewrites the tails of
@@ -217,9 +219,7 @@ func TestChangesToBatches(t *testing.T) {
 	if len(l.recs) != 8 {
 		t.Fatalf("%d records, want 8 (a's bucket of the next window: a put, a count with a tail, rewritten)", len(l.recs))
 	}
-	if got, want := snapshotOf(l.replay(t, at(1501)), at(1501)), snapshotOf(tb, at(1501)); !slices.Equal(got, want) {
-		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
-	}
+	l.replaysAs(t, tb, at(1501))
 }
 
 // TestChangesToFailure: an append that fails leaves the change for the
@@ -242,9 +242,7 @@ func TestChangesToFailure(t *testing.T) {
 	if len(l.recs) != 2 || l.tails[1] == nil || tb.Pending() != 0 {
 		t.Fatalf("%d records, %d pending; want 2, the second with a tail, and 0", len(l.recs), tb.Pending())
 	}
-	if got, want := snapshotOf(l.replay(t, at(3)), at(3)), snapshotOf(tb, at(3)); !slices.Equal(got, want) {
-		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
-	}
+	l.replaysAs(t, tb, at(3))
 }
 
 // TestTailTorn: a rewrite cut short (a process killed between its stores,
@@ -547,10 +545,7 @@ func TestRewriteWritesFewLines(t *testing.T) {
 	if len(l.recs) != 2*len(ids) {
 		t.Fatalf("%d records, want %d (a put and a count per bucket)", len(l.recs), 2*len(ids))
 	}
-	got, want := snapshotOf(l.replay(t, at(ms)), at(ms)), snapshotOf(tb, at(ms))
-	if !slices.Equal(got, want) {
-		t.Fatalf("replayed:\n%q\nwant\n%q", got, want)
-	}
+	l.replaysAs(t, tb, at(ms))
 }
 
 // TestChangesToBatchHomes: in a batch of several buckets, each bucket the
@@ -574,18 +569,12 @@ func TestChangesToBatchHomes(t *testing.T) {
 				tb.Apply(req(id), at(ms))
 			}
 		}
-		exact := func(step string) {
-			t.Helper()
-			if got, want := snapshotOf(l.replay(t, at(ms)), at(ms)), snapshotOf(tb, at(ms)); !slices.Equal(got, want) {
-				t.Fatalf("%s: replayed:\n%q\nwant\n%q", step, got, want)
-			}
-		}
 		batch(ids...)
 		changesTo(t, tb, l)
 		if len(l.recs) != 1 || l.tails[0] != nil {
 			t.Fatalf("the first batch: %d records, want 1 without a tail (the puts)", len(l.recs))
 		}
-		exact("the puts")
+		l.replaysAs(t, tb, at(ms))
 		refs := map[string]uint64{}
 		for _, d := range decodeAll(t, l.recs[0]) {
 			refs[d.slot.id] = d.ref
@@ -611,7 +600,7 @@ func TestChangesToBatchHomes(t *testing.T) {
 		if l.tails[4] != nil || len(decodeAll(t, l.recs[4])) != 2 {
 			t.Fatalf("record 4: %+v, want d's drop and e's put, without a tail", decodeAll(t, l.recs[4]))
 		}
-		exact("homes given in a batch")
+		l.replaysAs(t, tb, at(ms))
 
 		for range 20 { // rewritten in place: nothing appended
 			batch("a", "b", "c")
@@ -620,7 +609,7 @@ func TestChangesToBatchHomes(t *testing.T) {
 		if len(l.recs) != 5 {
 			t.Fatalf("after 20 batches of buckets with homes: %d records, want 5", len(l.recs))
 		}
-		exact("homes rewritten")
+		l.replaysAs(t, tb, at(ms))
 
 		// e (held, no home) and a new bucket f, the append of e's
 		// count failing: nothing is lost; the next call writes both.
@@ -633,6 +622,6 @@ func TestChangesToBatchHomes(t *testing.T) {
 		if len(l.recs) != 7 || l.tails[5] == nil || l.tails[6] != nil || tb.Pending() != 0 {
 			t.Fatalf("%d records, %d pending; want 7 (e's count with a tail, f's put) and 0", len(l.recs), tb.Pending())
 		}
-		exact("after a failed append")
+		l.replaysAs(t, tb, at(ms))
 	})
 }
