@@ -1265,7 +1265,6 @@ func oneSegmentV3(t *testing.T, n int) ([]tailRecord, []byte, []int64, []frame) 
 func TestFlipEveryByteV3(t *testing.T) {
 	t.Parallel()
 	want, orig, offs, frs := oneSegmentV3(t, 8)
-	last := offs[len(offs)-1]
 	end := frs[len(frs)-1].next
 	tailOf := func(i int64) int { // the record whose tail holds byte i, or -1
 		for k, fr := range frs {
@@ -1275,51 +1274,25 @@ func TestFlipEveryByteV3(t *testing.T) {
 		}
 		return -1
 	}
-	frameOf := func(i int64) int {
-		k, _ := slices.BinarySearch(offs, i+1)
-		return k - 1
-	}
 	for i := range end + 16 {
 		img := bytes.Clone(orig)
 		img[i] ^= 0xff
 		dir, path := withSegment(t, img)
 		var c tailCollector
 		j, rec, err := OpenTails(dir, testOptions(SyncNone), c.replay)
-		got := c.got
 		if err == nil {
 			_ = j.Close()
 		}
-		switch k := frameOf(i); {
-		case tailOf(i) >= 0:
+		if k := tailOf(i); k >= 0 {
 			w := slices.Clone(want)
-			k := tailOf(i)
 			w[k].tail = bytes.Clone(w[k].tail)
 			w[k].tail[i-(frs[k].next-int64(len(frs[k].tail)))] ^= 0xff
 			if err != nil || rec.TornTails != 0 {
 				t.Fatalf("byte %d (tail of record %d): %+v, %v; want nothing cut", i, k, rec, err)
 			}
-			checkTailRecords(t, got, w)
-		case i >= 24 && i < 32:
-			if err != nil || len(got) != 0 || rec.TornTails != 1 {
-				t.Fatalf("byte %d (salt): got %d records, %+v, %v; want none and a torn tail", i, len(got), rec, err)
-			}
-		case i < headerSize:
-			if ce, ok := isCorrupt(err); !ok || ce.Path != path || ce.Offset != 0 {
-				t.Fatalf("byte %d (header): got %v, want ErrCorrupt at offset 0", i, err)
-			}
-		case i < last:
-			if ce, ok := isCorrupt(err); !ok || ce.Path != path || ce.Offset != offs[k] {
-				t.Fatalf("byte %d (frame %d): got %v, want ErrCorrupt at offset %d", i, k, err, offs[k])
-			}
-		default:
-			wantN := len(want) - 1
-			if i >= end {
-				wantN = len(want)
-			}
-			if err != nil || rec.TornTails != 1 {
-				t.Fatalf("byte %d (last frame or after): got %+v, %v; want a torn tail", i, rec, err)
-			}
-			checkTailRecords(t, got, want[:wantN])
+			checkTailRecords(t, c.got, w)
+		} else if n := flipOutcome(t, i, path, offs, end, len(want), rec, err); n >= 0 {
+			checkTailRecords(t, c.got, want[:n])
 		}
 	}
 }

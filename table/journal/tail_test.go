@@ -160,41 +160,55 @@ func TestFlipEveryByteOfTheNewestSegment(t *testing.T) {
 // their frames' offsets.
 func flipEveryByte(t *testing.T, want [][]byte, orig []byte, offs []int64, end int64) {
 	t.Helper()
-	last := offs[len(offs)-1]
-	frameOf := func(i int64) int {
-		k, _ := slices.BinarySearch(offs, i+1)
-		return k - 1
-	}
 	for i := range end + 16 {
 		img := bytes.Clone(orig)
 		img[i] ^= 0xff
 		dir, path := withSegment(t, img)
 		j, got, rec, err := openCollect(t, dir, testOptions(SyncNone))
-		switch k := frameOf(i); {
-		case i >= 24 && i < 32: // the salt: no frame can be checked, the segment is unusable
-			if err != nil || len(got) != 0 || rec.TornTails != 1 {
-				t.Fatalf("byte %d (salt): got %d records, %+v, %v; want none and a torn tail", i, len(got), rec, err)
-			}
-		case i < headerSize:
-			if ce, ok := isCorrupt(err); !ok || ce.Path != path || ce.Offset != 0 {
-				t.Fatalf("byte %d (header): got %v, want ErrCorrupt at offset 0", i, err)
-			}
-		case i < last:
-			if ce, ok := isCorrupt(err); !ok || ce.Path != path || ce.Offset != offs[k] {
-				t.Fatalf("byte %d (frame %d): got %v, want ErrCorrupt at offset %d", i, k, err, offs[k])
-			}
-		default: // the last frame, or after it
-			wantN := len(want) - 1
-			if i >= end {
-				wantN = len(want)
-			}
-			if err != nil || rec.TornTails != 1 {
-				t.Fatalf("byte %d (last frame or after): got %+v, %v; want a torn tail", i, rec, err)
-			}
-			checkRecords(t, got, want[:wantN])
+		if n := flipOutcome(t, i, path, offs, end, len(want), rec, err); n >= 0 {
+			checkRecords(t, got, want[:n])
 		}
 		if err == nil {
 			_ = j.Close()
 		}
 	}
+}
+
+// flipOutcome checks what opening a segment whose byte i was flipped gave
+// (rec, err; the segment at path, its frames at offs, its data ending at
+// end, records of them) in the cases every format shares, and returns how
+// many of the records, from the first, the replay must have given, or -1
+// when it failed as it must: for a byte of the salt none (no frame can be
+// checked: a torn tail); of the header, ErrCorrupt at offset 0; of a frame
+// before the last, ErrCorrupt at its offset; of the last frame, those
+// before it (a torn tail); past end, all of them (a torn tail, the
+// garbage).
+func flipOutcome(t *testing.T, i int64, path string, offs []int64, end int64, records int, rec Recovery, err error) int {
+	t.Helper()
+	k, _ := slices.BinarySearch(offs, i+1)
+	k-- // the frame holding byte i
+	switch last := offs[len(offs)-1]; {
+	case i >= 24 && i < 32:
+		if err != nil || rec.TornTails != 1 {
+			t.Fatalf("byte %d (salt): got %+v, %v; want no record and a torn tail", i, rec, err)
+		}
+		return 0
+	case i < headerSize:
+		if ce, ok := isCorrupt(err); !ok || ce.Path != path || ce.Offset != 0 {
+			t.Fatalf("byte %d (header): got %v, want ErrCorrupt at offset 0", i, err)
+		}
+	case i < last:
+		if ce, ok := isCorrupt(err); !ok || ce.Path != path || ce.Offset != offs[k] {
+			t.Fatalf("byte %d (frame %d): got %v, want ErrCorrupt at offset %d", i, k, err, offs[k])
+		}
+	default:
+		if err != nil || rec.TornTails != 1 {
+			t.Fatalf("byte %d (last frame or after): got %+v, %v; want a torn tail", i, rec, err)
+		}
+		if i >= end {
+			return records
+		}
+		return records - 1
+	}
+	return -1
 }
