@@ -130,23 +130,23 @@ func (t *Table) ChangesTo(l TailLog) error {
 		clear(t.homes) // of a segment the journal left
 		t.homeEpoch = e
 	}
-	if len(t.deleted) == 0 && len(t.changed) == 1 {
-		return t.changedOneTail(l)
-	}
 	if err := t.homeAll(l); err != nil {
 		return err
+	}
+	if len(t.deleted)+len(t.changed) == 0 {
+		return nil
 	}
 	return t.changes(l.Append, l)
 }
 
-// homeAll is ChangesTo's first pass over a batch of several buckets: each
-// bucket the journal holds is written into its home, or gets one (a record
-// of its own with a tail), and leaves t.changed; the rest (new buckets,
-// and those whose record could not be appended) stay for changes. So a
-// bucket that only ever comes in batches (a loaded shard's, a pipeline's)
-// journals one record per segment, as one checked alone does, and not a
-// count per batch. A bucket needs a tail to have a home whether or not
-// other buckets come with it.
+// homeAll is ChangesTo's first pass over a batch: each bucket the journal
+// holds is written into its home, or gets one (its count in a record of
+// its own with a tail), and leaves t.changed; the rest (new buckets, whose
+// puts carry no tail, so that an id seen once costs none, and those whose
+// record could not be appended) stay for changes. A bucket gets its home
+// whether it comes alone or with others (a loaded shard's batch, a
+// pipeline's), and journals one record per segment either way, not a
+// count per batch.
 func (t *Table) homeAll(l TailLog) error {
 	kept := t.changed[:0]
 	for k, it := range t.changed {
@@ -164,27 +164,6 @@ func (t *Table) homeAll(l TailLog) error {
 		t.dirty[i/64] &^= 1 << (i % 64)
 	}
 	t.changed = kept
-	return nil
-}
-
-// changedOneTail is ChangesTo for a batch that changed one bucket: its
-// tail rewritten if it has a home; else, for a bucket the journal holds
-// (a repeat hit), its count with a tail that becomes its home; else its
-// put, without a tail, so that a bucket hit once (most of them, where
-// most ids come once) costs no tail.
-func (t *Table) changedOneTail(l TailLog) error {
-	it := t.changed[0]
-	i := it.slot()
-	if !t.bound(i) {
-		return t.changes(l.Append, l)
-	}
-	if !t.rewrite(l, i, t.slots.cell(i)) {
-		if err := t.homeRecord(l, it); err != nil {
-			return err // the change stays, for the next call
-		}
-	}
-	t.dirty[i/64] &^= 1 << (i % 64)
-	t.changed = t.changed[:0]
 	return nil
 }
 
