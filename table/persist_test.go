@@ -359,12 +359,7 @@ func TestFreezeIsConsistent(t *testing.T) {
 // what it holds; with ids in cells and ids in the arena.
 func TestRecoveryAgainstTheLiveTable(t *testing.T) {
 	t.Parallel()
-	for name, prefix := range idPrefixes {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			recoverLiveTable(t, prefix)
-		})
-	}
+	withEachIDPrefix(t, recoverLiveTable)
 }
 
 func recoverLiveTable(t *testing.T, prefix string) {
@@ -385,15 +380,7 @@ func recoverLiveTable(t *testing.T, prefix string) {
 			if rng.IntN(3) == 0 {
 				req.Namespace = "rule"
 			}
-			switch rng.IntN(20) {
-			case 0:
-				tb.Reset(req, at(now))
-			case 1:
-				req.Hits++
-				tb.Refund(req, at(now))
-			default:
-				tb.Apply(req, at(now))
-			}
+			randomChange(rng, tb, req, now, false)
 		}
 		if rng.IntN(4) == 0 {
 			tb.DeleteExpired(at(now), rng.IntN(20))

@@ -73,12 +73,7 @@ func checkWindows(t *testing.T, tb *Table, where string) {
 // a cell holds itself and with ids in the arena (longer than inlineID).
 func TestWindowsUnderChurn(t *testing.T) {
 	t.Parallel()
-	for name, prefix := range idPrefixes {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			churnWindows(t, prefix)
-		})
-	}
+	withEachIDPrefix(t, churnWindows)
 }
 
 // idPrefixes are prefixes of the ids of tests that run with both kinds of
@@ -87,6 +82,43 @@ func TestWindowsUnderChurn(t *testing.T) {
 var idPrefixes = map[string]string{
 	"ids in cells":    "",
 	"ids in an arena": strings.Repeat("p", inlineID),
+}
+
+// randomChange makes a random change of req's bucket on tb at ms: in a
+// unit (unit true) an Apply, as a unit holds only those; else a Reset one
+// time in 20, a Refund of one hit more one time in 20, and an Apply.
+func randomChange(rng *rand.Rand, tb *Table, req Request, ms int64, unit bool) {
+	switch op := rng.IntN(20); {
+	case unit:
+		tb.Apply(req, at(ms))
+	case op == 0:
+		tb.Reset(req, at(ms))
+	case op == 1:
+		req.Hits++
+		tb.Refund(req, at(ms))
+	default:
+		tb.Apply(req, at(ms))
+	}
+}
+
+// endUnit ends the unit begun on tb: rolled back half the time, else
+// committed.
+func endUnit(rng *rand.Rand, tb *Table) {
+	if rng.IntN(2) == 0 {
+		tb.Rollback()
+	} else {
+		tb.Commit()
+	}
+}
+
+// withEachIDPrefix runs fn in a parallel subtest for each of idPrefixes.
+func withEachIDPrefix(t *testing.T, fn func(t *testing.T, prefix string)) {
+	for name, prefix := range idPrefixes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, prefix)
+		})
+	}
 }
 
 func churnWindows(t *testing.T, prefix string) {
@@ -113,24 +145,10 @@ func churnWindows(t *testing.T, prefix string) {
 			if rng.IntN(3) == 0 {
 				req.Namespace = "rule"
 			}
-			switch op := rng.IntN(20); {
-			case tx:
-				tb.Apply(req, at(now))
-			case op == 0:
-				tb.Reset(req, at(now))
-			case op == 1:
-				req.Hits++
-				tb.Refund(req, at(now))
-			default:
-				tb.Apply(req, at(now))
-			}
+			randomChange(rng, tb, req, now, tx)
 		}
 		if tx {
-			if rng.IntN(2) == 0 {
-				tb.Rollback()
-			} else {
-				tb.Commit()
-			}
+			endUnit(rng, tb)
 		}
 		if rng.IntN(3) == 0 {
 			tb.DeleteExpired(at(now), rng.IntN(40))
@@ -163,12 +181,7 @@ func churnWindows(t *testing.T, prefix string) {
 // arena, whose room is held back until the thaw.
 func TestFrozenIDsOutliveTheirBuckets(t *testing.T) {
 	t.Parallel()
-	for name, prefix := range idPrefixes {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			frozenIDsOutliveTheirBuckets(t, prefix)
-		})
-	}
+	withEachIDPrefix(t, frozenIDsOutliveTheirBuckets)
 }
 
 func frozenIDsOutliveTheirBuckets(t *testing.T, prefix string) {
