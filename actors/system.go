@@ -463,7 +463,8 @@ func (s *System) Refund(ctx context.Context, req table.Request) (table.Decision,
 }
 
 // Reset deletes req.ID's buckets under req's limit, so its next hit starts
-// afresh, and returns how many it deleted. req.Hits is ignored.
+// afresh, and returns how many of them could still change a decision (see
+// table.Table.Reset). req.Hits is ignored.
 func (s *System) Reset(ctx context.Context, req table.Request) (int, error) {
 	req.Hits = 0
 	return s.deleteBuckets(ctx, opReset, req)

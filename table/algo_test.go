@@ -408,6 +408,28 @@ func TestReset(t *testing.T) {
 	if got, want := fmt.Sprint(snapshotOf(fresh, at(1300))), fmt.Sprint(snapshotOf(tb, at(1300))); got != want {
 		t.Fatalf("replayed:\n%s\nwant\n%s", got, want)
 	}
+
+	// A bucket that can change no decision any more (a fixed window
+	// ended, a token bucket full again), not yet swept: deleted, not
+	// counted, as ResetID counts, so that the count does not depend on
+	// whether a sweep or a restart (which does not recover it) came first.
+	fixed := Request{ID: "f", Policy: Policy{Scale: time.Second, Limit: 5}, Hits: 1}
+	tb.Apply(fixed, at(2500)) // window 2
+	tb.Apply(fixed, at(3100)) // window 3: window 2 ended
+	before := tb.Len()
+	if n := tb.Reset(fixed, at(3100)); n != 1 || tb.Len() != before-2 {
+		t.Fatalf("Reset of a fixed window and the one before it, ended: %d counted, %d of %d buckets left; want 1 counted, both deleted", n, tb.Len(), before)
+	}
+	token := Request{ID: "f", Policy: Policy{Algorithm: TokenBucket, Scale: time.Second, Limit: 1, Burst: 2}, Hits: 1}
+	tb.Apply(token, at(4000)) // full again at 5000
+	if n := tb.Reset(token, at(4999)); n != 1 {
+		t.Fatalf("Reset of a token bucket before it is full: %d, want 1", n)
+	}
+	tb.Apply(token, at(5000)) // full again at 6000
+	before = tb.Len()
+	if n := tb.Reset(token, at(6000)); n != 0 || tb.Len() != before-1 {
+		t.Fatalf("Reset of a token bucket full again: %d counted, %d of %d buckets left; want none counted, it deleted", n, tb.Len(), before)
+	}
 }
 
 // TestNamespaceKeepsCountsAcrossLimitChanges: a rule's buckets are keyed

@@ -69,10 +69,14 @@ func (t *Table) refundGCRA(g *group, k *groupKey, req *Request, h uint64, b, ns,
 }
 
 // Reset deletes every bucket of req.ID under req's limit (its current and
-// previous windows), so its next hit starts afresh, and returns how many it
-// deleted. Other limits on the same id are untouched.
+// previous windows), so its next hit starts afresh, and returns how many of
+// them could still change a decision (see live), as ResetID does: an
+// expired bucket it finds, which a sweep had yet to delete or a restart
+// did not bring back, is deleted without being counted, so that the count
+// is the same whenever sweeps run. Other limits on the same id are
+// untouched.
 func (t *Table) Reset(req Request, now time.Time) int {
-	_, ms := t.advance(now)
+	nowNs, ms := t.advance(now)
 	k := keyOf(&req)
 	g := t.groupOf(&k)
 	if g == nil {
@@ -80,27 +84,28 @@ func (t *Table) Reset(req Request, now time.Time) int {
 	}
 	h := t.hashID(req.ID)
 	b := floorDiv(ms, k.widthMs)
-	deleted := 0
+	live := 0
 	for _, w := range []int64{b, b - 1} {
 		if it, ok := t.find(g, w, h, req.ID); ok {
+			if t.live(g, it, nowNs, ms) {
+				live++
+			}
 			t.logDelete(g, it)
-			deleted++
 			if t.remove(g, it) {
 				break // the group is gone
 			}
 		}
 	}
-	return deleted
+	return live
 }
 
 // ResetID deletes every bucket of id in namespace ns, under every limit
 // of that namespace (each algorithm, scale and size), so that id's next hit
 // there starts afresh, and returns how many of them could still change a
-// decision: a window while it (or, sliding, the next) is current, a token
-// or leaky bucket until it is full again, as a Redis key of redis-cell's
-// lives until its bucket is full. It looks at the windows Buckets reports;
-// an older bucket is expired already. Buckets of id in other namespaces,
-// ad-hoc ones included (ns ""), are untouched.
+// decision (see live), as a Redis key of redis-cell's lives until its
+// bucket is full. It looks at the windows Buckets reports; an older bucket
+// is expired already. Buckets of id in other namespaces, ad-hoc ones
+// included (ns ""), are untouched.
 func (t *Table) ResetID(ns, id string, now time.Time) int {
 	nowNs, ms := t.advance(now)
 	h := t.hashID(id)
@@ -116,11 +121,7 @@ func (t *Table) ResetID(ns, id string, now time.Time) int {
 			if !ok {
 				continue
 			}
-			if k.alg.gcra() {
-				if w*k.widthMs*msNs+t.slots.cell(it.slot()).aux > nowNs { // its TAT: full again then
-					live++
-				}
-			} else if !k.expired(w, ms, 0) {
+			if t.live(g, it, nowNs, ms) {
 				live++
 			}
 			t.logDelete(g, it)
@@ -130,6 +131,17 @@ func (t *Table) ResetID(ns, id string, now time.Time) int {
 		}
 	}
 	return live
+}
+
+// live reports whether bucket it of g could still change a decision at
+// nowNs (ms): a window while it (or, sliding, the next) is current, a
+// token or leaky bucket until it is full again (its TAT).
+func (t *Table) live(g *group, it item, nowNs, ms int64) bool {
+	k := &g.key
+	if k.alg.gcra() {
+		return it.bucket*k.widthMs*msNs+t.slots.cell(it.slot()).aux > nowNs
+	}
+	return !k.expired(it.bucket, ms, 0)
 }
 
 // Bucket is the state of one bucket, as Buckets reports it.

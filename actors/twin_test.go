@@ -1,0 +1,271 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimitd/ratelimitd/actors/clock/clocktest"
+	"github.com/ratelimitd/ratelimitd/table"
+)
+
+// TestJournaledAgainstAMemoryTwin: a journaled System and one that keeps
+// its state in memory only, on one manual clock, answer the same random
+// work with the same decisions (single checks, CheckEach and CheckAll
+// batches, refunds, resets, peeks; every algorithm; ids whose policies
+// mostly repeat, so that most hits are repeat hits rewritten in their
+// journal tails), while the journaled one rolls small segments, takes
+// snapshots and starts again, now after a clean Stop, now from a copy of
+// its data directory taken between two calls, which is what a process
+// killed there leaves (its writes to the mapped segments are in the page
+// cache). After each start every bucket is compared by a peek. In each
+// sync mode; seeded, the seed printed.
+func TestJournaledAgainstAMemoryTwin(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			journaledTwin(t, mode)
+		})
+	}
+}
+
+// twinPolicy is what a random id of journaledTwin is checked with.
+type twinPolicy struct {
+	p  table.Policy
+	ns string
+}
+
+func journaledTwin(t *testing.T, mode SyncMode) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	ctx := context.Background()
+	clk := clocktest.New(time.UnixMilli(1_700_000_000_000))
+	randomPolicy := func() twinPolicy {
+		alg := table.Algorithm(rng.IntN(4))
+		p := table.Policy{Scale: time.Duration(1+rng.IntN(5)) * time.Second, Limit: int64(1 + rng.IntN(30)), Algorithm: alg}
+		if alg != table.FixedWindow && alg != table.SlidingWindow && rng.IntN(2) == 0 {
+			p.Burst = int64(1 + rng.IntN(10))
+		}
+		if rng.IntN(4) == 0 {
+			return twinPolicy{p, "rule"}
+		}
+		return twinPolicy{p, ""}
+	}
+	ids := make([]twinPolicy, 300)
+	for i := range ids {
+		ids[i] = randomPolicy()
+	}
+	// Every (id, policy) checked so far, peeked after each start.
+	seen := map[string]table.Request{}
+	request := func() table.Request {
+		k := rng.IntN(len(ids))
+		if rng.IntN(3) != 0 {
+			k %= 40 // most checks go to a few hot ids
+		}
+		tp := ids[k]
+		if rng.IntN(10) == 0 {
+			tp = randomPolicy()
+		}
+		r := table.Request{ID: fmt.Sprint("id-", k), Policy: tp.p, Namespace: tp.ns, Hits: int64(rng.IntN(4))}
+		if r.Hits > 0 {
+			seen[fmt.Sprintf("%s|%s|%+v", r.ID, r.Namespace, r.Policy)] = r
+		}
+		return r
+	}
+
+	mem := startSystem(t, Config{Shards: 4, Clock: clk, SweepInterval: time.Second})
+	cfg := Config{Shards: 4, Clock: clk, SweepInterval: time.Second, DataDir: t.TempDir(), JournalSync: mode, SegmentSize: 64 << 10, SnapshotThreshold: 16 << 10, Logger: slog.New(slog.DiscardHandler)}
+	jr, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if jr == nil { // a start failed
+			return
+		}
+		if err := jr.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+
+	same := func(step int, what string, got, want []table.Decision, reqs []table.Request) {
+		t.Helper()
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("step %d (seed %d), %s of %+v: journaled %+v, in memory %+v", step, seed, what, reqs[i], got[i], want[i])
+			}
+		}
+	}
+	steps := 8000
+	if mode == SyncAlways || testing.Short() {
+		steps = 2000
+	}
+	restarts, copies := 0, 0
+	var snapshots, journalErrors int64
+	for step := range steps {
+		if rng.IntN(3) == 0 {
+			clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+		}
+		switch op := rng.IntN(100); {
+		case op < 50:
+			req := request()
+			a, errA := jr.Check(ctx, req)
+			b, errB := mem.Check(ctx, req)
+			if errA != nil || errB != nil {
+				t.Fatalf("step %d: Check: %v, %v", step, errA, errB)
+			}
+			same(step, "Check", []table.Decision{a}, []table.Decision{b}, []table.Request{req})
+		case op < 65:
+			reqs := make([]table.Request, 1+rng.IntN(8))
+			for i := range reqs {
+				reqs[i] = request()
+			}
+			a, b := make([]table.Decision, len(reqs)), make([]table.Decision, len(reqs))
+			if err := errors.Join(jr.CheckEach(ctx, reqs, a), mem.CheckEach(ctx, reqs, b)); err != nil {
+				t.Fatalf("step %d: CheckEach: %v", step, err)
+			}
+			same(step, "CheckEach", a, b, reqs)
+		case op < 85:
+			reqs := make([]table.Request, 1+rng.IntN(8))
+			for i := range reqs {
+				reqs[i] = request()
+			}
+			a, okA, errA := jr.CheckAll(ctx, reqs)
+			b, okB, errB := mem.CheckAll(ctx, reqs)
+			if errA != nil || errB != nil || okA != okB {
+				t.Fatalf("step %d (seed %d): CheckAll of %+v: %v %v, %v %v", step, seed, reqs, okA, errA, okB, errB)
+			}
+			same(step, "CheckAll", a, b, reqs)
+		case op < 93:
+			req := request()
+			req.Hits++
+			a, errA := jr.Refund(ctx, req)
+			b, errB := mem.Refund(ctx, req)
+			if errA != nil || errB != nil {
+				t.Fatalf("step %d: Refund: %v, %v", step, errA, errB)
+			}
+			same(step, "Refund", []table.Decision{a}, []table.Decision{b}, []table.Request{req})
+		case op < 97:
+			req := request()
+			a, errA := jr.Reset(ctx, req)
+			b, errB := mem.Reset(ctx, req)
+			if errA != nil || errB != nil || a != b {
+				t.Fatalf("step %d (seed %d): Reset of %+v: %d %v, %d %v", step, seed, req, a, errA, b, errB)
+			}
+		default:
+			req := request()
+			a, errA := jr.ResetID(ctx, req.Namespace, req.ID)
+			b, errB := mem.ResetID(ctx, req.Namespace, req.ID)
+			if errA != nil || errB != nil || a != b {
+				t.Fatalf("step %d (seed %d): ResetID(%q, %q): %d %v, %d %v", step, seed, req.Namespace, req.ID, a, errA, b, errB)
+			}
+		}
+		if rng.IntN(steps/8) != 0 {
+			continue
+		}
+		st := jr.Stats()
+		snapshots, journalErrors = snapshots+st.Snapshots, journalErrors+st.JournalErrors
+		if rng.IntN(2) == 0 {
+			// Killed here: what it leaves is what its files hold now.
+			dir := t.TempDir()
+			copyDataDir(t, cfg.DataDir, dir)
+			if err := jr.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cfg.DataDir = dir
+			copies++
+		} else if err := jr.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if jr, err = Start(ctx, cfg); err != nil {
+			t.Fatalf("step %d (seed %d): start: %v", step, seed, err)
+		}
+		restarts++
+		keys := make([]string, 0, len(seen))
+		for k := range seen {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			req := seen[k]
+			req.Hits = 0
+			a, errA := jr.Check(ctx, req)
+			b, errB := mem.Check(ctx, req)
+			if errA != nil || errB != nil {
+				t.Fatalf("step %d: peek: %v, %v", step, errA, errB)
+			}
+			same(step, fmt.Sprintf("a peek after start %d (%d from a copy)", restarts, copies), []table.Decision{a}, []table.Decision{b}, []table.Request{req})
+		}
+	}
+	st := jr.Stats()
+	snapshots, journalErrors = snapshots+st.Snapshots, journalErrors+st.JournalErrors
+	t.Logf("%d steps, %d starts (%d from a copy), %d buckets seen, %d snapshots, %d journal errors", steps, restarts, copies, len(seen), snapshots, journalErrors)
+	if journalErrors != 0 {
+		t.Fatalf("%d journal errors", journalErrors)
+	}
+}
+
+// copyDataDir copies the files of data directory src into dst as they are
+// now, as a process killed now would leave them (a snapshot committed
+// meanwhile replaces the older snapshot and the segments it covers): the
+// segments and the rest first, a segment removed meanwhile left out, then
+// the snapshots, read again from a new listing until one whole listing is
+// read, so that the snapshots copied are those of one instant after the
+// segments were.
+func copyDataDir(t *testing.T, src, dst string) {
+	t.Helper()
+	files := func(snaps bool) map[string][]byte {
+		got := map[string][]byte{}
+		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() || strings.HasPrefix(d.Name(), "snap-") != snaps {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			switch {
+			case errors.Is(err, fs.ErrNotExist) && snaps:
+				got = nil // renamed or replaced since the listing
+				return filepath.SkipAll
+			case errors.Is(err, fs.ErrNotExist):
+				return nil
+			}
+			got[p] = b
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	all := files(false)
+	for {
+		snaps := files(true)
+		if snaps != nil {
+			maps.Copy(all, snaps)
+			break
+		}
+	}
+	for p, b := range all {
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, rel), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
