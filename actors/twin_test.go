@@ -21,8 +21,9 @@ import (
 
 // TestJournaledAgainstAMemoryTwin: a journaled System and one that keeps
 // its state in memory only, on one manual clock, answer the same random
-// work with the same decisions (single checks, CheckEach and CheckAll
-// batches, refunds, resets, peeks; every algorithm; ids whose policies
+// work with the same decisions (single checks, reservations, CheckEach and
+// CheckAll batches, refunds, of reservations too, resets, peeks; every
+// algorithm; ids whose policies
 // mostly repeat, so that most hits are repeat hits rewritten in their
 // journal tails), while the journaled one rolls small segments, takes
 // snapshots and starts again, now after a clean Stop, now from a copy of
@@ -113,13 +114,14 @@ func journaledTwin(t *testing.T, mode SyncMode) {
 		steps = 2000
 	}
 	restarts, copies := 0, 0
+	var reserved []table.Request // reservations not yet refunded, with their windows
 	var snapshots, journalErrors int64
 	for step := range steps {
 		if rng.IntN(3) == 0 {
 			clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
 		}
 		switch op := rng.IntN(100); {
-		case op < 50:
+		case op < 45:
 			req := request()
 			a, errA := jr.Check(ctx, req)
 			b, errB := mem.Check(ctx, req)
@@ -127,6 +129,18 @@ func journaledTwin(t *testing.T, mode SyncMode) {
 				t.Fatalf("step %d: Check: %v, %v", step, errA, errB)
 			}
 			same(step, "Check", []table.Decision{a}, []table.Decision{b}, []table.Request{req})
+		case op < 55:
+			req := request()
+			a, errA := jr.Reserve(ctx, req)
+			b, errB := mem.Reserve(ctx, req)
+			if errA != nil || errB != nil || a.Window != b.Window {
+				t.Fatalf("step %d (seed %d): Reserve of %+v: window %d %v, %d %v", step, seed, req, a.Window, errA, b.Window, errB)
+			}
+			same(step, "Reserve", []table.Decision{a.Decision}, []table.Decision{b.Decision}, []table.Request{req})
+			if a.Window != 0 {
+				req.Window = a.Window
+				reserved = append(reserved, req)
+			}
 		case op < 65:
 			reqs := make([]table.Request, 1+rng.IntN(8))
 			for i := range reqs {
@@ -151,6 +165,12 @@ func journaledTwin(t *testing.T, mode SyncMode) {
 		case op < 93:
 			req := request()
 			req.Hits++
+			if len(reserved) > 0 && rng.IntN(2) == 0 {
+				// The hits of a reservation, given back to its window.
+				k := rng.IntN(len(reserved))
+				req = reserved[k]
+				reserved = slices.Delete(reserved, k, k+1)
+			}
 			a, errA := jr.Refund(ctx, req)
 			b, errB := mem.Refund(ctx, req)
 			if errA != nil || errB != nil {
