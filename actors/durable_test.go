@@ -38,24 +38,21 @@ func mustCheck(t *testing.T, s *System, req table.Request) table.Decision {
 // sync mode.
 func TestCountsSurviveARestart(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			cfg := Config{Shards: 2, DataDir: t.TempDir(), JournalSync: mode}
-			s := startSystem(t, cfg)
-			for i := range 50 {
-				mustCheck(t, s, hit("alice", 100))
-				mustCheck(t, s, hit(fmt.Sprint("other-", i), 100))
-			}
-			s = restart(t, s, cfg)
-			if d := mustCheck(t, s, hit("alice", 100)); !d.Allowed || d.Count != 51 {
-				t.Fatalf("first hit after the restart: got %+v, want allowed with count 51", d)
-			}
-			if st := s.Stats(); st.Buckets != 51 {
-				t.Fatalf("buckets after the restart: got %d, want 51", st.Buckets)
-			}
-		})
-	}
+	forEverySyncMode(t, func(t *testing.T, mode SyncMode) {
+		cfg := Config{Shards: 2, DataDir: t.TempDir(), JournalSync: mode}
+		s := startSystem(t, cfg)
+		for i := range 50 {
+			mustCheck(t, s, hit("alice", 100))
+			mustCheck(t, s, hit(fmt.Sprint("other-", i), 100))
+		}
+		s = restart(t, s, cfg)
+		if d := mustCheck(t, s, hit("alice", 100)); !d.Allowed || d.Count != 51 {
+			t.Fatalf("first hit after the restart: got %+v, want allowed with count 51", d)
+		}
+		if st := s.Stats(); st.Buckets != 51 {
+			t.Fatalf("buckets after the restart: got %d, want 51", st.Buckets)
+		}
+	})
 }
 
 // TestResetIDSurvivesARestart: the buckets ResetID deleted stay deleted
@@ -426,12 +423,19 @@ func TestCheckAllRolledBackIsNotJournaled(t *testing.T) {
 // shards journaling with each sync mode, on a fake clock, without sweeps;
 // cfg is its Config, for restart.
 func inEverySyncMode(t *testing.T, shards int, fn func(t *testing.T, s *System, cfg Config)) {
+	forEverySyncMode(t, func(t *testing.T, mode SyncMode) {
+		clk := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+		cfg := Config{Shards: shards, DataDir: t.TempDir(), Clock: clk, SweepInterval: -1, JournalSync: mode}
+		fn(t, startSystem(t, cfg), cfg)
+	})
+}
+
+// forEverySyncMode runs fn in a parallel subtest for each sync mode.
+func forEverySyncMode(t *testing.T, fn func(t *testing.T, mode SyncMode)) {
 	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			clk := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-			cfg := Config{Shards: shards, DataDir: t.TempDir(), Clock: clk, SweepInterval: -1, JournalSync: mode}
-			fn(t, startSystem(t, cfg), cfg)
+			fn(t, mode)
 		})
 	}
 }

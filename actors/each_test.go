@@ -136,55 +136,52 @@ func TestCheckEachInvalidRequest(t *testing.T) {
 // appends none: each rewrites its bucket's tail.
 func TestCheckEachOneRecordPerShard(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			const shards = 4
-			s := startSystem(t, Config{Shards: shards, DataDir: t.TempDir(), JournalSync: mode, SweepInterval: -1,
-				Clock: clocktest.New(time.Unix(1_700_000_000, 0))})
-			var reqs []table.Request
-			touched := map[int]bool{}
-			for i := range 30 {
-				id := fmt.Sprint("rec-", i%6)
-				touched[shardOf(id, shards)] = true
-				reqs = append(reqs, hit(id, 100))
+	forEverySyncMode(t, func(t *testing.T, mode SyncMode) {
+		const shards = 4
+		s := startSystem(t, Config{Shards: shards, DataDir: t.TempDir(), JournalSync: mode, SweepInterval: -1,
+			Clock: clocktest.New(time.Unix(1_700_000_000, 0))})
+		var reqs []table.Request
+		touched := map[int]bool{}
+		for i := range 30 {
+			id := fmt.Sprint("rec-", i%6)
+			touched[shardOf(id, shards)] = true
+			reqs = append(reqs, hit(id, 100))
+		}
+		if len(touched) < 2 {
+			t.Fatalf("the ids touch %d shard(s); the test needs several", len(touched))
+		}
+		before := journalRecords(s)
+		decs := make([]table.Decision, len(reqs))
+		if err := s.CheckEach(context.Background(), reqs, decs); err != nil {
+			t.Fatalf("CheckEach: %v", err)
+		}
+		if got := journalRecords(s) - before; got != uint64(len(touched)) {
+			t.Errorf("CheckEach of %d requests on %d shards appended %d records, want %d", len(reqs), len(touched), got, len(touched))
+		}
+		for i, d := range decs {
+			if want := int64(i/6 + 1); !d.Allowed || d.Count != want {
+				t.Errorf("decision %d: got %+v, want allowed with count %d", i, d, want)
 			}
-			if len(touched) < 2 {
-				t.Fatalf("the ids touch %d shard(s); the test needs several", len(touched))
+		}
+		before = journalRecords(s)
+		for _, r := range reqs[:6] {
+			if _, err := s.Check(context.Background(), r); err != nil {
+				t.Fatal(err)
 			}
-			before := journalRecords(s)
-			decs := make([]table.Decision, len(reqs))
-			if err := s.CheckEach(context.Background(), reqs, decs); err != nil {
-				t.Fatalf("CheckEach: %v", err)
+		}
+		if got := journalRecords(s) - before; got != 6 {
+			t.Errorf("6 single Checks appended %d records, want 6", got)
+		}
+		before = journalRecords(s)
+		for _, r := range reqs[:6] {
+			if d, err := s.Check(context.Background(), r); err != nil || d.Count != 7 {
+				t.Fatalf("second single Check of %s: %+v, %v; want count 7", r.ID, d, err)
 			}
-			if got := journalRecords(s) - before; got != uint64(len(touched)) {
-				t.Errorf("CheckEach of %d requests on %d shards appended %d records, want %d", len(reqs), len(touched), got, len(touched))
-			}
-			for i, d := range decs {
-				if want := int64(i/6 + 1); !d.Allowed || d.Count != want {
-					t.Errorf("decision %d: got %+v, want allowed with count %d", i, d, want)
-				}
-			}
-			before = journalRecords(s)
-			for _, r := range reqs[:6] {
-				if _, err := s.Check(context.Background(), r); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if got := journalRecords(s) - before; got != 6 {
-				t.Errorf("6 single Checks appended %d records, want 6", got)
-			}
-			before = journalRecords(s)
-			for _, r := range reqs[:6] {
-				if d, err := s.Check(context.Background(), r); err != nil || d.Count != 7 {
-					t.Fatalf("second single Check of %s: %+v, %v; want count 7", r.ID, d, err)
-				}
-			}
-			if got := journalRecords(s) - before; got != 0 {
-				t.Errorf("6 single Checks of buckets with tails appended %d records, want 0", got)
-			}
-		})
-	}
+		}
+		if got := journalRecords(s) - before; got != 0 {
+			t.Errorf("6 single Checks of buckets with tails appended %d records, want 0", got)
+		}
+	})
 }
 
 // TestCheckEachExactUnderConcurrency: batches racing each other and

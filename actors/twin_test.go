@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,12 +35,7 @@ import (
 // sync mode; seeded, the seed printed.
 func TestJournaledAgainstAMemoryTwin(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []SyncMode{SyncNone, SyncInterval, SyncAlways} {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			journaledTwin(t, mode)
-		})
-	}
+	forEverySyncMode(t, journaledTwin)
 }
 
 // twinPolicy is what a random id of journaledTwin is checked with.
@@ -87,19 +84,7 @@ func journaledTwin(t *testing.T, mode SyncMode) {
 	}
 
 	mem := startSystem(t, Config{Shards: 4, Clock: clk, SweepInterval: time.Second})
-	cfg := Config{Shards: 4, Clock: clk, SweepInterval: time.Second, DataDir: t.TempDir(), JournalSync: mode, SegmentSize: 64 << 10, SnapshotThreshold: 16 << 10, Logger: slog.New(slog.DiscardHandler)}
-	jr, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if jr == nil { // a start failed
-			return
-		}
-		if err := jr.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
+	jr := startJournaled(t, Config{Shards: 4, Clock: clk, SweepInterval: time.Second, JournalSync: mode})
 
 	same := func(step int, what string, got, want []table.Decision, reqs []table.Request) {
 		t.Helper()
@@ -113,7 +98,6 @@ func journaledTwin(t *testing.T, mode SyncMode) {
 	if mode == SyncAlways || testing.Short() {
 		steps = 2000
 	}
-	restarts, copies := 0, 0
 	var reserved []table.Request // reservations not yet refunded, with their windows
 	var snapshots, journalErrors int64
 	for step := range steps {
@@ -197,22 +181,7 @@ func journaledTwin(t *testing.T, mode SyncMode) {
 		}
 		st := jr.Stats()
 		snapshots, journalErrors = snapshots+st.Snapshots, journalErrors+st.JournalErrors
-		if rng.IntN(2) == 0 {
-			// Killed here: what it leaves is what its files hold now.
-			dir := t.TempDir()
-			copyDataDir(t, cfg.DataDir, dir)
-			if err := jr.Stop(ctx); err != nil {
-				t.Fatal(err)
-			}
-			cfg.DataDir = dir
-			copies++
-		} else if err := jr.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if jr, err = Start(ctx, cfg); err != nil {
-			t.Fatalf("step %d (seed %d): start: %v", step, seed, err)
-		}
-		restarts++
+		jr.restart(t, rng.IntN(2) == 0)
 		keys := make([]string, 0, len(seen))
 		for k := range seen {
 			keys = append(keys, k)
@@ -226,15 +195,72 @@ func journaledTwin(t *testing.T, mode SyncMode) {
 			if errA != nil || errB != nil {
 				t.Fatalf("step %d: peek: %v, %v", step, errA, errB)
 			}
-			same(step, fmt.Sprintf("a peek after start %d (%d from a copy)", restarts, copies), []table.Decision{a}, []table.Decision{b}, []table.Request{req})
+			same(step, fmt.Sprintf("a peek after start %d (%d from a copy)", jr.starts, jr.copies), []table.Decision{a}, []table.Decision{b}, []table.Request{req})
 		}
 	}
 	st := jr.Stats()
 	snapshots, journalErrors = snapshots+st.Snapshots, journalErrors+st.JournalErrors
-	t.Logf("%d steps, %d starts (%d from a copy), %d buckets seen, %d snapshots, %d journal errors", steps, restarts, copies, len(seen), snapshots, journalErrors)
+	t.Logf("%d steps, %d starts (%d from a copy), %d buckets seen, %d snapshots, %d journal errors", steps, jr.starts, jr.copies, len(seen), snapshots, journalErrors)
 	if journalErrors != 0 {
 		t.Fatalf("%d journal errors", journalErrors)
 	}
+}
+
+// journaled is a System with a journal in small segments, snapshotted
+// often, that a test starts again on its data directory, cleanly or as a
+// process killed between two calls leaves it; the test's end stops the
+// one running.
+type journaled struct {
+	*System
+	cfg            Config
+	starts, copies int
+}
+
+// startJournaled starts a journaled System on cfg, with a data directory
+// of its own, 64 KiB segments and a snapshot each 16 KiB of journal.
+func startJournaled(t *testing.T, cfg Config) *journaled {
+	t.Helper()
+	cfg.DataDir, cfg.SegmentSize, cfg.SnapshotThreshold = t.TempDir(), 64<<10, 16<<10
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	j := &journaled{cfg: cfg}
+	j.start(t)
+	t.Cleanup(func() {
+		if j.System != nil { // nil after a failed start
+			if err := j.Stop(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return j
+}
+
+func (j *journaled) start(t *testing.T) {
+	t.Helper()
+	s, err := Start(context.Background(), j.cfg)
+	if err != nil {
+		t.Fatalf("start %d: %v", j.starts+1, err)
+	}
+	j.System = s
+	j.starts++
+}
+
+// restart stops the System and starts it again on its data directory or,
+// killed, on a copy of it taken before the stop: what a process killed
+// then leaves (its writes to the mapped segments are in the page cache).
+func (j *journaled) restart(t *testing.T, killed bool) {
+	t.Helper()
+	if killed {
+		dir := t.TempDir()
+		copyDataDir(t, j.cfg.DataDir, dir)
+		j.cfg.DataDir = dir
+		j.copies++
+	}
+	err := j.Stop(context.Background())
+	j.System = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.start(t)
 }
 
 // copyDataDir copies the files of data directory src into dst as they are
@@ -287,5 +313,109 @@ func copyDataDir(t *testing.T, src, dst string) {
 		if err := os.WriteFile(filepath.Join(dst, rel), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestConcurrentWorkIsExactAcrossRestarts: goroutines racing single
+// checks, CheckEach and CheckAll batches (denied ones among them) on the
+// same buckets of every algorithm, on a journaled System whose clock
+// stands still, admit at most each bucket's limit, and each bucket counts
+// exactly the hits admitted into it (with time still, a token or leaky
+// bucket's tokens in use are those hits too); after a clean Stop, or
+// from a copy of the data directory taken once they are done, the counts
+// are the same; three rounds in each sync mode (seeded).
+func TestConcurrentWorkIsExactAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	forEverySyncMode(t, concurrentWorkAcrossRestarts)
+}
+
+func concurrentWorkAcrossRestarts(t *testing.T, mode SyncMode) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 13))
+	ctx := context.Background()
+	reqs := make([]table.Request, 24)
+	for i := range reqs {
+		p := table.Policy{Scale: time.Hour, Limit: int64(100 + rng.IntN(1800)), Algorithm: table.Algorithm(i % 4)}
+		reqs[i] = table.Request{ID: fmt.Sprint("c-", i), Policy: p}
+	}
+	s := startJournaled(t, Config{Shards: 4, Clock: clocktest.New(time.UnixMilli(1_700_000_000_000)), SweepInterval: -1, JournalSync: mode})
+	admitted := make([]atomic.Int64, len(reqs))
+	const goroutines, ops = 8, 150
+	for round := range 3 {
+		seeds := make([]uint64, goroutines)
+		for g := range seeds {
+			seeds[g] = rng.Uint64()
+		}
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(seeds[g], 0))
+				pick := func(n int) ([]table.Request, []int) {
+					batch, which := make([]table.Request, n), make([]int, n)
+					for i := range batch {
+						which[i] = rng.IntN(len(reqs))
+						batch[i] = reqs[which[i]]
+						batch[i].Hits = int64(1 + rng.IntN(3))
+					}
+					return batch, which
+				}
+				for range ops {
+					batch, which := pick(1 + rng.IntN(6))
+					switch rng.IntN(3) {
+					case 0:
+						d, err := s.Check(ctx, batch[0])
+						if err != nil {
+							t.Errorf("Check: %v", err)
+							return
+						}
+						if d.Allowed {
+							admitted[which[0]].Add(batch[0].Hits)
+						}
+					case 1:
+						decs := make([]table.Decision, len(batch))
+						if err := s.CheckEach(ctx, batch, decs); err != nil {
+							t.Errorf("CheckEach: %v", err)
+							return
+						}
+						for i, d := range decs {
+							if d.Allowed {
+								admitted[which[i]].Add(batch[i].Hits)
+							}
+						}
+					default:
+						_, ok, err := s.CheckAll(ctx, batch)
+						if err != nil {
+							t.Errorf("CheckAll: %v", err)
+							return
+						}
+						for i := range batch {
+							if ok {
+								admitted[which[i]].Add(batch[i].Hits)
+							}
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		counts := func(what string) {
+			t.Helper()
+			for i, req := range reqs {
+				d, err := s.Check(ctx, req) // a peek: Hits 0
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := admitted[i].Load(); d.Count != n || n > req.Limit {
+					t.Fatalf("round %d (seed %d), %s: %+v counts %d, %d admitted (limit %d)", round, seed, what, req, d.Count, n, req.Limit)
+				}
+			}
+		}
+		counts("after the work")
+		s.restart(t, round%2 == 0)
+		counts("after the start")
 	}
 }
