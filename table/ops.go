@@ -84,19 +84,17 @@ func (t *Table) Reset(req Request, now time.Time) int {
 	}
 	h := t.hashID(req.ID)
 	b := floorDiv(ms, k.widthMs)
-	live := 0
+	n := 0
 	for _, w := range []int64{b, b - 1} {
-		if it, ok := t.find(g, w, h, req.ID); ok {
-			if t.live(g, it, nowNs, ms) {
-				live++
-			}
-			t.logDelete(g, it)
-			if t.remove(g, it) {
-				break // the group is gone
-			}
+		live, gone := t.deleteBucket(g, w, h, req.ID, nowNs, ms)
+		if live {
+			n++
+		}
+		if gone {
+			break
 		}
 	}
-	return live
+	return n
 }
 
 // ResetID deletes every bucket of id in namespace ns, under every limit
@@ -117,20 +115,29 @@ func (t *Table) ResetID(ns, id string, now time.Time) int {
 		k := &g.key
 		b := floorDiv(ms, k.widthMs)
 		for w := b - k.span(); w <= b; w++ {
-			it, ok := t.find(g, w, h, id)
-			if !ok {
-				continue
-			}
-			if t.live(g, it, nowNs, ms) {
+			l, gone := t.deleteBucket(g, w, h, id, nowNs, ms)
+			if l {
 				live++
 			}
-			t.logDelete(g, it)
-			if t.remove(g, it) {
-				break // the group is gone
+			if gone {
+				break
 			}
 		}
 	}
 	return live
+}
+
+// deleteBucket deletes the bucket of id (hash h) in window w of g, if it
+// has one, journaling the deletion, and reports whether that bucket could
+// still change a decision at nowNs (ms), and whether g went with it.
+func (t *Table) deleteBucket(g *group, w int64, h uint64, id string, nowNs, ms int64) (live, gone bool) {
+	it, ok := t.find(g, w, h, id)
+	if !ok {
+		return false, false
+	}
+	live = t.live(g, it, nowNs, ms)
+	t.logDelete(g, it)
+	return live, t.remove(g, it)
 }
 
 // live reports whether bucket it of g could still change a decision at
