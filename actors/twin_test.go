@@ -23,16 +23,14 @@ import (
 
 // TestJournaledAgainstAMemoryTwin: a journaled System and one that keeps
 // its state in memory only, on one manual clock, answer the same random
-// work with the same decisions (single checks, reservations, CheckEach and
-// CheckAll batches, refunds, of reservations too, resets, peeks; every
-// algorithm; ids whose policies
-// mostly repeat, so that most hits are repeat hits rewritten in their
-// journal tails), while the journaled one rolls small segments, takes
-// snapshots and starts again, now after a clean Stop, now from a copy of
-// its data directory taken between two calls, which is what a process
-// killed there leaves (its writes to the mapped segments are in the page
-// cache). After each start every bucket is compared by a peek. In each
-// sync mode; seeded, the seed printed.
+// work with the same decisions (single checks, reservations, CheckEach
+// and CheckAll batches, refunds, of reservations too, resets, peeks;
+// every algorithm; ids whose policies mostly repeat, so that most hits
+// are repeat hits rewritten in their journal tails), while the journaled
+// one rolls small segments, takes snapshots and starts again, now after a
+// clean Stop, now from a copy of its data directory taken between two
+// calls (see journaled.restart). After each start every bucket is
+// compared by a peek. In each sync mode; seeded, the seed printed.
 func TestJournaledAgainstAMemoryTwin(t *testing.T) {
 	t.Parallel()
 	forEverySyncMode(t, journaledTwin)
