@@ -29,8 +29,9 @@ import (
 // are repeat hits rewritten in their journal tails), while the journaled
 // one rolls small segments, takes snapshots and starts again, now after a
 // clean Stop, now from a copy of its data directory taken between two
-// calls (see journaled.restart). After each start every bucket is
-// compared by a peek. In each sync mode; seeded, the seed printed.
+// calls (see journaled.restart); with or without a bucket TTL and top
+// keys. After each start every bucket is compared by a peek. In each sync
+// mode; seeded, the seed printed.
 func TestJournaledAgainstAMemoryTwin(t *testing.T) {
 	t.Parallel()
 	forEverySyncMode(t, journaledTwin)
@@ -81,8 +82,11 @@ func journaledTwin(t *testing.T, mode SyncMode) {
 		return r
 	}
 
-	mem := startSystem(t, Config{Shards: 4, Clock: clk, SweepInterval: time.Second})
-	jr := startJournaled(t, Config{Shards: 4, Clock: clk, SweepInterval: time.Second, JournalSync: mode})
+	// Both keep expired buckets a while, or not, and the journaled one
+	// tracks its top keys, or not: neither changes a decision.
+	ttl := time.Duration(rng.IntN(3)) * time.Second
+	mem := startSystem(t, Config{Shards: 4, Clock: clk, SweepInterval: time.Second, BucketTTL: ttl})
+	jr := startJournaled(t, Config{Shards: 4, Clock: clk, SweepInterval: time.Second, BucketTTL: ttl, TopKeys: rng.IntN(2) == 0, JournalSync: mode})
 
 	same := func(step int, what string, got, want []table.Decision, reqs []table.Request) {
 		t.Helper()
