@@ -44,9 +44,7 @@ type twinPolicy struct {
 }
 
 func journaledTwin(t *testing.T, mode SyncMode) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 11))
+	rng, seed := seeded(t, 11)
 	ctx := context.Background()
 	clk := clocktest.New(time.UnixMilli(1_700_000_000_000))
 	randomPolicy := func() twinPolicy {
@@ -332,9 +330,7 @@ func TestConcurrentWorkIsExactAcrossRestarts(t *testing.T) {
 }
 
 func concurrentWorkAcrossRestarts(t *testing.T, mode SyncMode) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 13))
+	rng, seed := seeded(t, 13)
 	ctx := context.Background()
 	reqs := make([]table.Request, 24)
 	for i := range reqs {
@@ -420,4 +416,12 @@ func concurrentWorkAcrossRestarts(t *testing.T, mode SyncMode) {
 		s.restart(t, round%2 == 0)
 		counts("after the start")
 	}
+}
+
+// seeded returns a generator of a new seed on stream, and the seed, which
+// it logs so that a failing run can be told from others.
+func seeded(t testing.TB, stream uint64) (*rand.Rand, uint64) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, stream)), seed
 }

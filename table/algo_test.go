@@ -3,7 +3,6 @@ package table
 import (
 	"fmt"
 	"math/big"
-	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"testing"
@@ -66,9 +65,7 @@ func TestSlidingWindow(t *testing.T) {
 // at it (seeded; the seed is printed).
 func TestRetryAfterIsExact(t *testing.T) {
 	t.Parallel()
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
+	rng, seed := seeded(t, 1)
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, LeakyBucket} {
 		for trial := range 200 {
 			tb := New(Config{})
@@ -118,9 +115,7 @@ func (t *Table) admitsOnCopy(req Request, now time.Time) bool {
 // (seeded): every decision and count must match.
 func TestSlidingWindowAgainstOracle(t *testing.T) {
 	t.Parallel()
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 4))
+	rng, seed := seeded(t, 4)
 	for trial := range 60 {
 		scale := int64(1+rng.IntN(3000)) * msNs
 		req := Request{ID: "sw", Policy: Policy{Scale: time.Duration(scale), Limit: int64(rng.IntN(30)), Algorithm: SlidingWindow}}
@@ -173,9 +168,7 @@ func TestSlidingWindowAgainstOracle(t *testing.T) {
 // emission interval is exact and every decision must match.
 func TestTokenBucketAgainstOracle(t *testing.T) {
 	t.Parallel()
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
+	rng, seed := seeded(t, 2)
 	for trial := range 40 {
 		limit := int64(1 + rng.IntN(50))
 		scale := time.Duration(limit*int64(1+rng.IntN(100))) * time.Millisecond
@@ -219,9 +212,7 @@ func TestTokenBucketAgainstOracle(t *testing.T) {
 // admits in any interval [t1, t2] is at most burst + rate·(t2−t1).
 func TestTokenBucketBound(t *testing.T) {
 	t.Parallel()
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 3))
+	rng, seed := seeded(t, 3)
 	for trial := range 50 {
 		req := Request{ID: "b", Policy: Policy{Scale: time.Duration(1+rng.IntN(3000)) * time.Millisecond, Limit: int64(1 + rng.IntN(40)), Burst: int64(rng.IntN(40)), Algorithm: TokenBucket}}
 		tb := New(Config{})

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"sync"
@@ -363,9 +362,7 @@ func TestRecoveryAgainstTheLiveTable(t *testing.T) {
 }
 
 func recoverLiveTable(t *testing.T, prefix string) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng, seed := seeded(t, 0)
 	tb := New(Config{TrackChanges: true, BucketTTL: time.Duration(rng.IntN(3)) * time.Second, MaxBuckets: 40 + rng.IntN(100), Evict: rng.IntN(2) == 0})
 	var snap, log [][]byte
 	now := int64(0)

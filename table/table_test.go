@@ -262,9 +262,7 @@ func TestValidate(t *testing.T) {
 // random sequence of hits, peeks and sweeps and compares every decision.
 func TestAgainstOracle(t *testing.T) {
 	t.Parallel()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng, seed := seeded(t, 0)
 	tb := New(Config{})
 	type key struct {
 		id            string
@@ -319,4 +317,12 @@ func TestBucketKeepsItsOwnCopyOfTheID(t *testing.T) {
 	if p := uintptr(unsafe.Pointer(unsafe.StringData(b.ID))); p >= start && p < start+uintptr(len(line)) {
 		t.Fatal("the stored id points into the caller's request line, keeping it alive")
 	}
+}
+
+// seeded returns a generator of a new seed on stream, and the seed, which
+// it logs so that a failing run can be told from others.
+func seeded(t testing.TB, stream uint64) (*rand.Rand, uint64) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, stream)), seed
 }

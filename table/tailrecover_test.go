@@ -3,7 +3,6 @@ package table
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -26,9 +25,7 @@ func TestTailRecoveryAgainstTheLiveTable(t *testing.T) {
 }
 
 func recoverTailedTable(t *testing.T, prefix string) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 5))
+	rng, seed := seeded(t, 5)
 	cfg := Config{TrackChanges: true, BucketTTL: time.Duration(rng.IntN(3)) * time.Second, MaxBuckets: 20 + rng.IntN(60), Evict: rng.IntN(2) == 0}
 	tb := New(cfg)
 	l := newMemLog()

@@ -122,9 +122,7 @@ func withEachIDPrefix(t *testing.T, fn func(t *testing.T, prefix string)) {
 }
 
 func churnWindows(t *testing.T, prefix string) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 3))
+	rng, seed := seeded(t, 3)
 	tb := New(Config{TrackChanges: true, MaxBuckets: 300, Evict: true})
 	now := int64(0)
 	var frozen *Frozen
